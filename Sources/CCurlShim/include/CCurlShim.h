@@ -1,0 +1,167 @@
+// Typed wrappers for libcurl's variadic functions and the few C-only facilities
+// (epoll with its packed event struct, eventfd, zlib) that Courier's driver uses.
+// Swift cannot call C variadic functions, so every curl_*_setopt/getinfo call
+// shape Courier needs has a typed, non-variadic wrapper here.
+
+#ifndef COURIER_CCURLSHIM_H
+#define COURIER_CCURLSHIM_H
+
+#include <curl/curl.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <zlib.h>
+
+// MARK: - curl_easy_setopt
+
+static inline CURLcode courier_easy_setopt_long(CURL *easy, CURLoption option, long value) {
+    return curl_easy_setopt(easy, option, value);
+}
+
+static inline CURLcode courier_easy_setopt_off_t(CURL *easy, CURLoption option, curl_off_t value) {
+    return curl_easy_setopt(easy, option, value);
+}
+
+/// For string options libcurl copies the string (all CURLOPTTYPE_STRINGPOINT options since 7.17).
+static inline CURLcode courier_easy_setopt_string(CURL *easy, CURLoption option, const char *value) {
+    return curl_easy_setopt(easy, option, value);
+}
+
+static inline CURLcode courier_easy_setopt_pointer(CURL *easy, CURLoption option, void *value) {
+    return curl_easy_setopt(easy, option, value);
+}
+
+static inline CURLcode courier_easy_setopt_slist(CURL *easy, CURLoption option, struct curl_slist *value) {
+    return curl_easy_setopt(easy, option, value);
+}
+
+static inline CURLcode courier_easy_setopt_write_function(CURL *easy, curl_write_callback callback) {
+    return curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, callback);
+}
+
+static inline CURLcode courier_easy_setopt_header_function(CURL *easy, curl_write_callback callback) {
+    return curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, callback);
+}
+
+static inline CURLcode courier_easy_setopt_read_function(CURL *easy, curl_read_callback callback) {
+    return curl_easy_setopt(easy, CURLOPT_READFUNCTION, callback);
+}
+
+static inline CURLcode courier_easy_setopt_seek_function(CURL *easy, curl_seek_callback callback) {
+    return curl_easy_setopt(easy, CURLOPT_SEEKFUNCTION, callback);
+}
+
+static inline CURLcode courier_easy_setopt_xferinfo_function(CURL *easy, curl_xferinfo_callback callback) {
+    return curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, callback);
+}
+
+static inline CURLcode courier_easy_setopt_ssl_ctx_function(CURL *easy, curl_ssl_ctx_callback callback) {
+    return curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, callback);
+}
+
+static inline CURLcode courier_easy_setopt_share(CURL *easy, CURLSH *share) {
+    return curl_easy_setopt(easy, CURLOPT_SHARE, share);
+}
+
+// MARK: - curl_easy_getinfo
+
+static inline CURLcode courier_easy_getinfo_long(CURL *easy, CURLINFO info, long *value) {
+    return curl_easy_getinfo(easy, info, value);
+}
+
+static inline CURLcode courier_easy_getinfo_off_t(CURL *easy, CURLINFO info, curl_off_t *value) {
+    return curl_easy_getinfo(easy, info, value);
+}
+
+static inline CURLcode courier_easy_getinfo_string(CURL *easy, CURLINFO info, const char **value) {
+    return curl_easy_getinfo(easy, info, value);
+}
+
+static inline CURLcode courier_easy_getinfo_pointer(CURL *easy, CURLINFO info, void **value) {
+    return curl_easy_getinfo(easy, info, value);
+}
+
+static inline CURLcode courier_easy_getinfo_slist(CURL *easy, CURLINFO info, struct curl_slist **value) {
+    return curl_easy_getinfo(easy, info, value);
+}
+
+// MARK: - curl_multi_setopt
+
+static inline CURLMcode courier_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
+    return curl_multi_setopt(multi, option, value);
+}
+
+static inline CURLMcode courier_multi_setopt_pointer(CURLM *multi, CURLMoption option, void *value) {
+    return curl_multi_setopt(multi, option, value);
+}
+
+static inline CURLMcode courier_multi_setopt_socket_function(CURLM *multi, curl_socket_callback callback) {
+    return curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, callback);
+}
+
+static inline CURLMcode courier_multi_setopt_timer_function(CURLM *multi, curl_multi_timer_callback callback) {
+    return curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, callback);
+}
+
+// MARK: - curl_share_setopt
+
+static inline CURLSHcode courier_share_setopt_long(CURLSH *share, CURLSHoption option, long value) {
+    return curl_share_setopt(share, option, value);
+}
+
+static inline CURLSHcode courier_share_setopt_pointer(CURLSH *share, CURLSHoption option, void *value) {
+    return curl_share_setopt(share, option, value);
+}
+
+static inline CURLSHcode courier_share_setopt_lock_function(CURLSH *share, curl_lock_function callback) {
+    return curl_share_setopt(share, CURLSHOPT_LOCKFUNC, callback);
+}
+
+static inline CURLSHcode courier_share_setopt_unlock_function(CURLSH *share, curl_unlock_function callback) {
+    return curl_share_setopt(share, CURLSHOPT_UNLOCKFUNC, callback);
+}
+
+// MARK: - Constants Swift cannot import (macros with casts)
+
+static const unsigned long courier_auth_basic = CURLAUTH_BASIC;
+static const unsigned long courier_auth_digest = CURLAUTH_DIGEST;
+static const unsigned long courier_auth_ntlm = CURLAUTH_NTLM;
+static const unsigned long courier_auth_any = CURLAUTH_ANY;
+static const unsigned long courier_auth_anysafe = CURLAUTH_ANYSAFE;
+static const long courier_global_default = CURL_GLOBAL_DEFAULT;
+static const int courier_socket_timeout = (int)CURL_SOCKET_TIMEOUT;
+static const size_t courier_write_func_pause = CURL_WRITEFUNC_PAUSE;
+static const size_t courier_readfunc_pause = CURL_READFUNC_PAUSE;
+static const size_t courier_readfunc_abort = CURL_READFUNC_ABORT;
+
+/// libcurl's version string, e.g. "7.88.1".
+static inline const char *courier_libcurl_version(void) {
+    return curl_version_info(CURLVERSION_NOW)->version;
+}
+
+// MARK: - Event loop primitives
+
+/// One readiness event, unpacked from `struct epoll_event` (packed on x86_64).
+typedef struct {
+    int fd;
+    uint32_t events;
+} courier_event;
+
+/// `epoll_create1(EPOLL_CLOEXEC)`.
+int courier_epoll_create(void);
+/// Adds or modifies `fd` in `epfd` for the given curl `CURL_POLL_*` interest. Returns 0 or -1.
+int courier_epoll_watch(int epfd, int fd, int curl_poll_what);
+/// Removes `fd` from `epfd`; errors (the fd may already be closed) are ignored.
+void courier_epoll_unwatch(int epfd, int fd);
+/// `epoll_wait`, translating each event to `CURL_CSELECT_*` bits in `events`. Returns the count or -1.
+int courier_epoll_wait(int epfd, courier_event *events, int max_events, int timeout_ms);
+/// An `eventfd` (non-blocking, close-on-exec) registered for reading in `epfd`. Returns the fd or -1.
+int courier_wakeup_create(int epfd);
+/// Makes the wakeup fd readable.
+void courier_wakeup_signal(int fd);
+/// Drains the wakeup fd.
+void courier_wakeup_drain(int fd);
+/// Monotonic clock in nanoseconds.
+uint64_t courier_monotonic_nanoseconds(void);
+
+#endif

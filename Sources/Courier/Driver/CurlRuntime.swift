@@ -1,0 +1,15 @@
+import CCurlShim
+import Foundation
+
+/// Process-wide libcurl facts and one-time initialisation.
+enum CurlRuntime {
+    /// `curl_global_init` runs once, before the first handle is made (thread-safe in libcurl 7.84+
+    /// builds with the `threadsafe` feature, which Debian's has; Swift's lazy `static let` is
+    /// itself once-only).
+    static let initialized: Bool = {
+        curl_global_init(courier_global_default) == CURLE_OK
+    }()
+
+    /// libcurl's version string, e.g. `7.88.1`.
+    static let version = String(cString: courier_libcurl_version())
+}

@@ -1,0 +1,144 @@
+import CCurlShim
+import Foundation
+import HTTPTypes
+
+extension Transfer {
+    /// Sets every option of the current hop on a fresh (or reset) easy handle. Driver thread.
+    func configure(_ easy: UnsafeMutableRawPointer) throws(CourierError) {
+        let request = current
+        let options = request.options
+        let me = Unmanaged.passUnretained(self).toOpaque()
+
+        try check(courier_easy_setopt_string(easy, CURLOPT_URL, request.url.absoluteString), easy)
+        courier_easy_setopt_pointer(easy, CURLOPT_PRIVATE, me)
+        courier_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
+        courier_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        courier_easy_setopt_write_function(easy, transferWriteCallback)
+        courier_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, me)
+        courier_easy_setopt_header_function(easy, transferHeaderCallback)
+        courier_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, me)
+
+        // Only http and https, for requests and redirects alike (SPEC section 8). Courier
+        // follows redirects itself (see CurlDriver.followRedirect), so libcurl never does.
+        courier_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+        courier_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        courier_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0)
+        if options.acceptsCompressedResponses {
+            // "" asks for every encoding this libcurl can decode: gzip, deflate, br, zstd.
+            courier_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
+        }
+        courier_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, options.httpVersion.curlValue)
+        // Wait for a connection that may multiplex (HTTP/2) rather than open another one.
+        courier_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
+
+        // Timeouts are libcurl's own: no timer per chunk on our side.
+        courier_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, options.connectTimeout.milliseconds)
+        courier_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
+        courier_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, max(1, options.idleTimeout.wholeSecondsRoundedUp))
+        if let total = options.totalTimeout {
+            courier_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, total.milliseconds))
+        }
+        courier_easy_setopt_long(easy, CURLOPT_MAXAGE_CONN, max(1, options.connectionIdleTimeout.wholeSecondsRoundedUp))
+        if let limit = options.maximumResponseSize {
+            courier_easy_setopt_off_t(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit))
+        }
+
+        courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, options.verifiesTLS ? 1 : 0)
+        courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, options.verifiesTLS ? 2 : 0)
+        if let caBundlePath = options.caBundlePath {
+            courier_easy_setopt_string(easy, CURLOPT_CAINFO, caBundlePath)
+        }
+
+        try configureMethodAndBody(easy, request)
+        configureHeaders(easy, request)
+    }
+
+    private func configureMethodAndBody(
+        _ easy: UnsafeMutableRawPointer, _ request: TransferRequest
+    ) throws(CourierError) {
+        let method = request.head.method
+        var body = request.body
+        if body == nil, method == .post || method == .put || method == .patch {
+            body = Data()  // send `Content-Length: 0` rather than no length at all
+        }
+        switch method {
+        case .get:
+            courier_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
+        case .head:
+            courier_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
+        case .post:
+            courier_easy_setopt_long(easy, CURLOPT_POST, 1)
+        default:
+            // The name is sent as is; `POST`'s body machinery sends the body, if any.
+            courier_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method.rawValue)
+            if body != nil { courier_easy_setopt_long(easy, CURLOPT_POST, 1) }
+        }
+        if let body, method != .get, method != .head {
+            courier_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
+            // COPYPOSTFIELDS copies `POSTFIELDSIZE` bytes; an empty body still needs a pointer.
+            let code =
+                body.isEmpty
+                ? courier_easy_setopt_string(easy, CURLOPT_COPYPOSTFIELDS, "")
+                : body.withUnsafeBytes {
+                    courier_easy_setopt_pointer(
+                        easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: $0.baseAddress!))
+                }
+            try check(code, easy)
+        }
+    }
+
+    private func configureHeaders(_ easy: UnsafeMutableRawPointer, _ request: TransferRequest) {
+        var list: UnsafeMutablePointer<curl_slist>?
+        for field in request.head.headerFields {
+            if field.name == .contentLength || field.name == .transferEncoding { continue }
+            // "Name:" would make libcurl drop the header; "Name;" sends it empty.
+            let line = field.value.isEmpty ? "\(field.name.rawName);" : "\(field.name.rawName): \(field.value)"
+            list = curl_slist_append(list, line)
+        }
+        if request.body != nil, request.head.headerFields[.expect] == nil {
+            // No `Expect: 100-continue` round trip unless the caller asks for one.
+            list = curl_slist_append(list, "Expect:")
+        }
+        headerList = list
+        courier_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list)
+    }
+
+    private func check(_ code: CURLcode, _ easy: UnsafeMutableRawPointer) throws(CourierError) {
+        guard code != CURLE_OK else { return }
+        throw CourierError.fromCurl(
+            code, detail: String(cString: errorBuffer), context: .init(url: current.url, message: ""))
+    }
+
+    /// Frees what `configure` allocated. Driver thread, after the handle left the multi handle.
+    func releaseConfiguration() {
+        if let headerList { curl_slist_free_all(headerList) }
+        headerList = nil
+    }
+}
+
+extension HTTPVersionPreference {
+    var curlValue: Int {
+        switch self {
+        case .http1_1: CURL_HTTP_VERSION_1_1
+        case .http2OverTLS: CURL_HTTP_VERSION_2TLS
+        case .http2: CURL_HTTP_VERSION_2_0
+        case .http2PriorKnowledge: CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE
+        }
+    }
+}
+
+extension Duration {
+    var milliseconds: Int {
+        let (seconds, attoseconds) = components
+        return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
+    }
+
+    var wholeSecondsRoundedUp: Int {
+        let (seconds, attoseconds) = components
+        return Int(seconds) + (attoseconds > 0 ? 1 : 0)
+    }
+
+    init(microseconds: Int64) {
+        self = .microseconds(microseconds)
+    }
+}

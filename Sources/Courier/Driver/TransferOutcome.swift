@@ -1,0 +1,158 @@
+import CCurlShim
+import Foundation
+import HTTPTypes
+
+/// What to do with a transfer libcurl reports done: follow a redirect, or finish.
+enum TransferOutcome {
+    case redirect(TransferRequest)
+    case done(Result<TransferOutput, any Error>)
+
+    /// Reads the result of the current hop from the easy handle. Driver thread.
+    static func evaluate(_ transfer: Transfer, easy: UnsafeMutableRawPointer, code: CURLcode) -> TransferOutcome {
+        let request = transfer.current
+        if code != CURLE_OK {
+            if let failure = transfer.callbackFailure { return .done(.failure(failure)) }
+            let context = CourierError.Context(
+                url: request.url, response: transfer.head.isComplete ? transfer.head.response : nil,
+                body: transfer.body.isEmpty ? nil : transfer.body, message: "")
+            let detail = String(cString: transfer.errorBuffer)
+            return .done(.failure(CourierError.fromCurl(code, detail: detail, context: context)))
+        }
+        guard transfer.head.isComplete, let response = transfer.head.response else {
+            return .done(
+                .failure(
+                    CourierError.invalidResponse(
+                        .init(url: request.url, message: "The server closed the connection without a response head"))))
+        }
+        if transfer.discardingBody {
+            do {
+                let location = redirectLocation(easy, response: response, base: request.url)
+                return .redirect(
+                    try RedirectPolicy.nextRequest(
+                        after: request, response: response, location: location, redirectCount: transfer.redirectCount))
+            } catch {
+                return .done(.failure(error))
+            }
+        }
+        var metrics = metrics(easy)
+        metrics.redirectCount = transfer.redirectCount
+        metrics.totalDuration += transfer.earlierHopsDuration
+        return .done(
+            .success(
+                TransferOutput(
+                    request: request.head, url: request.url, response: response, body: transfer.body, metrics: metrics))
+        )
+    }
+
+    /// libcurl's resolution of `Location` against the current URL (CURLINFO_REDIRECT_URL), or
+    /// Foundation's when libcurl has none (it refuses some schemes).
+    private static func redirectLocation(_ easy: UnsafeMutableRawPointer, response: HTTPResponse, base: URL) -> String {
+        var pointer: UnsafePointer<CChar>?
+        if courier_easy_getinfo_string(easy, CURLINFO_REDIRECT_URL, &pointer) == CURLE_OK, let pointer {
+            return String(cString: pointer)
+        }
+        let location = response.headerFields[.location] ?? ""
+        return URL(string: location, relativeTo: base)?.absoluteString ?? location
+    }
+
+    static func totalTime(_ easy: UnsafeMutableRawPointer) -> Duration {
+        var value: curl_off_t = 0
+        courier_easy_getinfo_off_t(easy, CURLINFO_TOTAL_TIME_T, &value)
+        return .microseconds(value)
+    }
+
+    static func metrics(_ easy: UnsafeMutableRawPointer) -> TransferMetrics {
+        func time(_ info: CURLINFO) -> Duration {
+            var value: curl_off_t = 0
+            courier_easy_getinfo_off_t(easy, info, &value)
+            return .microseconds(value)
+        }
+        func size(_ info: CURLINFO) -> Int64 {
+            var value: curl_off_t = 0
+            courier_easy_getinfo_off_t(easy, info, &value)
+            return Int64(value)
+        }
+        func long(_ info: CURLINFO) -> Int {
+            var value = 0
+            courier_easy_getinfo_long(easy, info, &value)
+            return value
+        }
+        var metrics = TransferMetrics()
+        metrics.nameLookup = time(CURLINFO_NAMELOOKUP_TIME_T)
+        metrics.connect = time(CURLINFO_CONNECT_TIME_T)
+        metrics.tlsHandshake = time(CURLINFO_APPCONNECT_TIME_T)
+        metrics.firstByte = time(CURLINFO_STARTTRANSFER_TIME_T)
+        metrics.totalDuration = time(CURLINFO_TOTAL_TIME_T)
+        metrics.bytesReceived = size(CURLINFO_SIZE_DOWNLOAD_T)
+        metrics.bytesSent = size(CURLINFO_SIZE_UPLOAD_T)
+        metrics.reusedConnection = long(CURLINFO_NUM_CONNECTS) == 0
+        switch long(CURLINFO_HTTP_VERSION) {
+        case CURL_HTTP_VERSION_1_0: metrics.httpVersion = "1.0"
+        case CURL_HTTP_VERSION_1_1: metrics.httpVersion = "1.1"
+        case CURL_HTTP_VERSION_2_0: metrics.httpVersion = "2"
+        case CURL_HTTP_VERSION_3: metrics.httpVersion = "3"
+        default: metrics.httpVersion = ""
+        }
+        var ip: UnsafePointer<CChar>?
+        if courier_easy_getinfo_string(easy, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK, let ip {
+            metrics.remoteAddress = "\(String(cString: ip)):\(long(CURLINFO_PRIMARY_PORT))"
+        }
+        return metrics
+    }
+}
+
+/// How a redirect changes the request (RFC 9110 section 15.4, and what browsers and
+/// URLSession do).
+enum RedirectPolicy {
+    /// Headers that describe the body: dropped when the body is.
+    static let bodyHeaders: [HTTPField.Name] = [.contentType, .contentEncoding, .contentLanguage, .contentLocation]
+    /// Credentials the caller set: never sent to another origin.
+    static let credentialHeaders: [HTTPField.Name] = [.authorization, .cookie, .proxyAuthorization]
+
+    static func nextRequest(
+        after request: TransferRequest, response: HTTPResponse, location: String, redirectCount: Int
+    ) throws(CourierError) -> TransferRequest {
+        let code = response.status.code
+        guard redirectCount < request.options.maximumRedirects else {
+            throw .tooManyRedirects(
+                .init(
+                    url: request.url, response: response,
+                    message: "Stopped after \(request.options.maximumRedirects) redirects"))
+        }
+        guard let target = URL(string: location), let scheme = target.scheme?.lowercased() else {
+            throw .invalidURL(
+                .init(url: request.url, response: response, message: "Invalid redirect location '\(location)'"))
+        }
+        guard scheme == "http" || scheme == "https" else {
+            throw .unsupportedScheme(
+                .init(url: target, response: response, message: "Refusing to follow a redirect to a \(scheme) URL"))
+        }
+        guard target.host?.isEmpty == false else {
+            throw .invalidURL(
+                .init(url: request.url, response: response, message: "Invalid redirect location '\(location)'"))
+        }
+        var next = request
+        next.url = target
+        next.head.url = target
+        // 301, 302 and 303 turn the request into a GET without body (HEAD stays HEAD);
+        // 307 and 308 repeat it as it was.
+        if code == 301 || code == 302 || code == 303, request.head.method != .get, request.head.method != .head {
+            next.head.method = .get
+            next.body = nil
+            for name in bodyHeaders { next.head.headerFields[name] = nil }
+        }
+        if !Self.sameOrigin(request.url, target) {
+            for name in credentialHeaders { next.head.headerFields[name] = nil }
+        }
+        return next
+    }
+
+    static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
+        a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased()
+            && effectivePort(a) == effectivePort(b)
+    }
+
+    static func effectivePort(_ url: URL) -> Int? {
+        url.port ?? (url.scheme?.lowercased() == "https" ? 443 : url.scheme?.lowercased() == "http" ? 80 : nil)
+    }
+}

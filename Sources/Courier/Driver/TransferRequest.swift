@@ -1,0 +1,60 @@
+import Foundation
+import HTTPTypes
+
+/// One request as the driver runs it: head, absolute URL, body and per-transfer options, all
+/// prepared (serialized, adapted, validated) before it reaches the driver thread.
+struct TransferRequest: Sendable {
+    /// The request head as the manager built and `adapt(_:)` returned it.
+    var head: HTTPRequest
+    /// The absolute http(s) URL; `head`'s scheme, authority and path agree with it.
+    var url: URL
+    /// The request body, if any.
+    var body: Data?
+    /// Limits, timeouts and protocol choices.
+    var options: TransferOptions
+}
+
+/// Per-transfer settings derived from the session configuration.
+struct TransferOptions: Sendable {
+    var connectTimeout: Duration = .seconds(30)
+    /// No bytes in either direction for this long fails the transfer (`CURLOPT_LOW_SPEED_TIME`).
+    var idleTimeout: Duration = .seconds(60)
+    /// The whole transfer may take at most this long (`CURLOPT_TIMEOUT_MS`); nil for no limit.
+    var totalTimeout: Duration?
+    var followRedirects = true
+    var maximumRedirects = 16
+    /// Decoded body bytes allowed (checked in the write callback), nil for no limit.
+    var maximumResponseSize: Int64?
+    var httpVersion: HTTPVersionPreference = .http2OverTLS
+    /// Ask for and decode every content encoding libcurl has (`CURLOPT_ACCEPT_ENCODING` "").
+    var acceptsCompressedResponses = true
+    /// How long an idle pooled connection may be reused (`CURLOPT_MAXAGE_CONN`).
+    var connectionIdleTimeout: Duration = .seconds(60)
+    /// Whether to verify the server's TLS certificate and host name.
+    var verifiesTLS = true
+    /// A CA bundle (PEM) to trust instead of the system's.
+    var caBundlePath: String?
+}
+
+/// Which HTTP version to ask libcurl for (`CURLOPT_HTTP_VERSION`).
+public enum HTTPVersionPreference: Sendable, Hashable {
+    /// HTTP/1.1 only.
+    case http1_1
+    /// HTTP/2 over TLS when the server offers it through ALPN, HTTP/1.1 otherwise (the default).
+    case http2OverTLS
+    /// HTTP/2 for http and https; cleartext http uses the `Upgrade` dance.
+    case http2
+    /// HTTP/2 without negotiation ("prior knowledge"): the server must speak it.
+    case http2PriorKnowledge
+}
+
+/// What a finished transfer produced.
+struct TransferOutput: Sendable {
+    /// The request of the final hop (after redirects).
+    var request: HTTPRequest
+    /// The URL of the final hop.
+    var url: URL
+    var response: HTTPResponse
+    var body: Data
+    var metrics: TransferMetrics
+}

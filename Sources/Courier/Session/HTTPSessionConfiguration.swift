@@ -1,0 +1,95 @@
+import Foundation
+
+/// How a session behaves: timeouts, headers, connection limits, protocol choices.
+///
+/// Start from ``default``, ``ephemeral`` or ``background(identifier:)`` and adjust:
+///
+/// ```swift
+/// var configuration = HTTPSessionConfiguration.default
+/// configuration.requestTimeout = .seconds(10)
+/// configuration.additionalHeaders["X-Client"] = "example"
+/// let api = HTTPSessionManager(baseURL: url, configuration: configuration)
+/// ```
+public struct HTTPSessionConfiguration: Sendable {
+    /// Which of the three standard configurations this one started from.
+    public enum Kind: Sendable, Hashable {
+        /// Persistent storage under the session's directory.
+        case `default`
+        /// Everything in memory; nothing written to disk.
+        case ephemeral
+        /// Tasks owned by the session and restored after the process restarts.
+        case background(identifier: String)
+    }
+
+    /// The kind this configuration started from.
+    public var kind: Kind
+
+    /// No bytes received or sent for this long fails the request with `timedOut`
+    /// (URLSession's `timeoutIntervalForRequest`; libcurl's `CURLOPT_LOW_SPEED_TIME`, so
+    /// whole seconds, rounded up). Default 60 seconds.
+    public var requestTimeout: Duration = .seconds(60)
+    /// The whole transfer, redirects included, may take at most this long; nil for no limit
+    /// (URLSession's `timeoutIntervalForResource`). Default nil.
+    public var resourceTimeout: Duration?
+    /// Making the TCP connection (and TLS handshake) may take at most this long. Default 30 seconds.
+    public var connectTimeout: Duration = .seconds(30)
+    /// A pooled connection idle for longer than this is not reused. Default 60 seconds.
+    public var connectionIdleTimeout: Duration = .seconds(60)
+    /// Headers sent with every request of the session (the manager's `additionalHeaders`
+    /// starts from these).
+    public var additionalHeaders: [String: String] = [:]
+    /// Connections open to one host at once; further requests wait for one. Default 6.
+    public var maximumConnectionsPerHost = 6
+    /// Connections open at once in total; 0 for no limit. Default 0.
+    public var maximumConnections = 0
+    /// Which HTTP version to ask for. Default: HTTP/2 over TLS when offered, else HTTP/1.1.
+    public var httpVersion: HTTPVersionPreference = .http2OverTLS
+    /// Whether redirects are followed. Default true.
+    public var followsRedirects = true
+    /// Redirects followed before failing with `tooManyRedirects`. Default 16.
+    public var maximumRedirects = 16
+    /// Response bodies held in memory larger than this (after content decoding) fail with
+    /// `responseTooLarge`; nil for no limit. Default 512 MiB. This also bounds decompression
+    /// bombs.
+    public var maximumResponseSize: Int64? = 512 << 20
+    /// Whether to ask for compressed responses (gzip, deflate, br, zstd) and decode them.
+    /// Default true.
+    public var acceptsCompressedResponses = true
+    /// Whether the server's TLS certificate and host name are verified. Default true.
+    public var verifiesTLSCertificates = true
+    /// A PEM bundle of CA certificates to trust instead of the system's.
+    public var certificateAuthorityBundle: URL?
+
+    /// Creates a configuration of the given kind with default settings.
+    public init(kind: Kind) {
+        self.kind = kind
+    }
+
+    /// Cookies, cache and credentials persist under the session's directory.
+    public static var `default`: HTTPSessionConfiguration { HTTPSessionConfiguration(kind: .default) }
+
+    /// Cookies, cache and credentials are kept in memory only; the session writes nothing to disk.
+    public static var ephemeral: HTTPSessionConfiguration { HTTPSessionConfiguration(kind: .ephemeral) }
+
+    /// Download and upload-from-file tasks owned by the session, journaled and restored when a
+    /// new manager with the same identifier starts.
+    public static func background(identifier: String) -> HTTPSessionConfiguration {
+        HTTPSessionConfiguration(kind: .background(identifier: identifier))
+    }
+
+    var transferOptions: TransferOptions {
+        var options = TransferOptions()
+        options.connectTimeout = connectTimeout
+        options.idleTimeout = requestTimeout
+        options.totalTimeout = resourceTimeout
+        options.followRedirects = followsRedirects
+        options.maximumRedirects = maximumRedirects
+        options.maximumResponseSize = maximumResponseSize
+        options.httpVersion = httpVersion
+        options.acceptsCompressedResponses = acceptsCompressedResponses
+        options.connectionIdleTimeout = connectionIdleTimeout
+        options.verifiesTLS = verifiesTLSCertificates
+        options.caBundlePath = certificateAuthorityBundle?.path
+        return options
+    }
+}

@@ -1,0 +1,183 @@
+import Foundation
+import HTTPTypes
+import Logging
+import Synchronization
+
+/// An HTTP client for one API: a base URL, a session configuration, request and response
+/// serializers, and hooks that subclasses override.
+///
+/// Subclass it as your app's shared API client, with state of its own:
+///
+/// ```swift
+/// final class ExampleAPI: HTTPSessionManager {
+///     static let shared = ExampleAPI(baseURL: URL(string: "https://api.example.com/v1/")!)
+///     var token: String?
+///
+///     override func adapt(_ request: HTTPRequest) async throws -> HTTPRequest {
+///         var request = request
+///         if let token { request.headerFields[.authorization] = "Bearer \(token)" }
+///         return request
+///     }
+/// }
+/// ```
+///
+/// The class is isolated to ``HTTPSessionActor``, so subclass state is checked by the compiler.
+/// The request methods are `nonisolated`: parameter encoding, the transfer and response
+/// decoding run off the actor, which only runs the ``adapt(_:)`` and ``process(_:)`` hooks.
+/// The serializer and header properties can be set from any context.
+///
+/// Each manager owns one libcurl multi handle on a thread of its own, with its connection
+/// pool; reuse one manager for many requests. The thread ends when the manager is released.
+@HTTPSessionActor
+open class HTTPSessionManager {
+    /// The URL that relative paths resolve against (with a trailing slash added when missing).
+    public nonisolated let baseURL: URL?
+    /// The configuration the manager was created with.
+    public nonisolated let configuration: HTTPSessionConfiguration
+    /// Where the manager logs (at `debug` and `trace` level).
+    public nonisolated let logger: Logger
+
+    nonisolated let driver: CurlDriver
+    private nonisolated let settings: Mutex<Settings>
+
+    private struct Settings {
+        var requestSerializer: any RequestSerializer = HTTPRequestSerializer()
+        var responseSerializer: any ResponseSerializer<JSON> = JSONResponseSerializer()
+        var additionalHeaders: [String: String]
+        var decoder = JSONDecoder()
+        var encoder = JSONEncoder()
+    }
+
+    /// Creates a manager. Paths given to its methods resolve against `baseURL`, which gets a
+    /// trailing slash when its path lacks one (`http://example.com/v1` acts as `.../v1/`).
+    public nonisolated init(
+        baseURL: URL? = nil, configuration: HTTPSessionConfiguration = .default,
+        logger: Logger = Logger(label: "courier")
+    ) {
+        self.baseURL = RequestBuilding.normalizedBaseURL(baseURL)
+        self.configuration = configuration
+        self.logger = logger
+        self.settings = Mutex(Settings(additionalHeaders: configuration.additionalHeaders))
+        self.driver = CurlDriver(
+            limits: .init(
+                maximumConnectionsPerHost: configuration.maximumConnectionsPerHost,
+                maximumTotalConnections: configuration.maximumConnections))
+    }
+
+    deinit {
+        driver.shutdown()
+    }
+
+    // MARK: - Settings (any context)
+
+    /// Encodes parameters into requests. Default ``HTTPRequestSerializer`` (query string for
+    /// GET, HEAD and DELETE; form body otherwise).
+    public nonisolated var requestSerializer: any RequestSerializer {
+        get { settings.withLock { $0.requestSerializer } }
+        set { settings.withLock { $0.requestSerializer = newValue } }
+    }
+
+    /// Turns responses into ``JSON`` for the methods that return JSON. Default
+    /// ``JSONResponseSerializer``.
+    public nonisolated var responseSerializer: any ResponseSerializer<JSON> {
+        get { settings.withLock { $0.responseSerializer } }
+        set { settings.withLock { $0.responseSerializer = newValue } }
+    }
+
+    /// Headers sent with every request, after the defaults (`User-Agent`, `Accept-Language`)
+    /// and before each call's own `headers`. Starts as the configuration's `additionalHeaders`.
+    public nonisolated var additionalHeaders: [String: String] {
+        get { settings.withLock { $0.additionalHeaders } }
+        set { settings.withLock { $0.additionalHeaders = newValue } }
+    }
+
+    /// Decodes responses for the methods that take `as: SomeDecodable.self`.
+    public nonisolated var decoder: JSONDecoder {
+        get { settings.withLock { $0.decoder } }
+        set { settings.withLock { $0.decoder = newValue } }
+    }
+
+    /// Encodes `Encodable` parameters (to JSON first, then by the request serializer).
+    public nonisolated var encoder: JSONEncoder {
+        get { settings.withLock { $0.encoder } }
+        set { settings.withLock { $0.encoder = newValue } }
+    }
+
+    // MARK: - Hooks for subclasses
+
+    /// Called for every request of this manager, after parameters were encoded and before it
+    /// is sent. Override to add authentication, sign, or log. Throwing fails the request.
+    open func adapt(_ request: HTTPRequest) async throws -> HTTPRequest {
+        request
+    }
+
+    /// Called for every response of this manager before the response serializer. Override to
+    /// validate (throw to fail the request) or to transform the response.
+    open func process(_ response: RawResponse) async throws -> RawResponse {
+        response
+    }
+
+    // MARK: - The request pipeline
+
+    /// Everything a call says about its request.
+    struct Call: Sendable {
+        var method: HTTPRequest.Method
+        var path: String
+        var parameters: JSON?
+        var headers: [String: String]
+        var body: Data?
+    }
+
+    /// Builds the request head, encodes parameters; nonisolated, before anything is sent.
+    nonisolated func prepare(_ call: Call) throws(CourierError) -> SerializedRequest {
+        let url = try RequestBuilding.resolve(call.path, against: baseURL)
+        let (serializer, sessionHeaders) = settings.withLock { ($0.requestSerializer, $0.additionalHeaders) }
+        var fields = HTTPFields()
+        fields[.userAgent] = RequestBuilding.userAgent
+        fields[.acceptLanguage] = RequestBuilding.acceptLanguage
+        try RequestBuilding.apply(sessionHeaders, to: &fields)
+        try RequestBuilding.apply(call.headers, to: &fields)
+        let head = HTTPRequest(method: call.method, url: url, headerFields: fields)
+        if let body = call.body {
+            return SerializedRequest(request: head, body: body)
+        }
+        return try serializer.serialize(head, parameters: call.parameters)
+    }
+
+    /// Prepares, adapts, sends, processes and serializes one call.
+    nonisolated func perform<Serializer: ResponseSerializer>(
+        _ call: Call, serializer: Serializer, reporters: TransferReporters? = nil,
+        register: (@Sendable (Transfer) -> Void)? = nil
+    ) async throws -> DataResponse<Serializer.Value> {
+        let serialized = try prepare(call)
+        let adapted = try await adapt(serialized.request)
+        let url = try RequestBuilding.url(of: adapted)
+        let request = TransferRequest(
+            head: adapted, url: url, body: serialized.body, options: configuration.transferOptions)
+        let transfer = Transfer(request: request, driver: driver, reporters: reporters ?? TransferReporters())
+        register?(transfer)
+        transfer.start()
+        let output = try await transfer.value()
+        let raw = try await process(RawResponse(output))
+        return DataResponse(raw: raw, value: try serializer.serialize(raw))
+    }
+
+    /// The serializer for results of type `Value`: the manager's ``responseSerializer`` for
+    /// ``JSON``, a ``DecodableResponseSerializer`` with the manager's ``decoder`` otherwise.
+    nonisolated func serializer<Value: Decodable & Sendable>(for type: Value.Type) -> any ResponseSerializer<Value> {
+        if Value.self == JSON.self {
+            return responseSerializer as! any ResponseSerializer<Value>
+        }
+        return DecodableResponseSerializer<Value>(decoder: decoder)
+    }
+
+    /// Converts `Encodable` parameters to ``JSON`` with the manager's ``encoder``.
+    nonisolated func json(from parameters: some Encodable & Sendable) throws(CourierError) -> JSON {
+        do {
+            return try JSON(encoding: parameters, encoder: encoder)
+        } catch {
+            throw .serializationFailed(
+                .init(message: "Cannot encode parameters of type \(type(of: parameters)): \(error)"))
+        }
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+import HTTPTypes
+
+/// Turns a path and headers into a validated request head. Pure functions: every check here
+/// runs before anything is sent.
+enum RequestBuilding {
+    /// The base URL with a trailing slash added to a non-empty path that lacks one, so that
+    /// relative paths resolve below it (AFHTTPSessionManager's rule).
+    static func normalizedBaseURL(_ url: URL?) -> URL? {
+        guard let url else { return nil }
+        // `URL.path` drops a trailing slash; the percent-encoded path keeps it.
+        let path = url.path(percentEncoded: true)
+        guard !path.isEmpty, !path.hasSuffix("/") else { return url }
+        var components = URLComponents(url: url, resolvingAgainstBaseURL: true)
+        components?.percentEncodedPath = path + "/"
+        return components?.url ?? url
+    }
+
+    /// Resolves `path` against `baseURL` as `URL(string:relativeTo:)` does and checks that the
+    /// result is an absolute http(s) URL with a host.
+    static func resolve(_ path: String, against baseURL: URL?) throws(CourierError) -> URL {
+        guard !path.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw .invalidURL(.init(message: "The URL '\(path.debugDescription)' contains control characters"))
+        }
+        guard let url = URL(string: path, relativeTo: baseURL)?.absoluteURL else {
+            throw .invalidURL(
+                .init(message: "'\(path)' is not a valid URL" + (baseURL.map { " relative to \($0)" } ?? "")))
+        }
+        try validate(url)
+        return url
+    }
+
+    /// Checks scheme and host.
+    static func validate(_ url: URL) throws(CourierError) {
+        guard let scheme = url.scheme?.lowercased() else {
+            throw .invalidURL(.init(url: url, message: "The URL has no scheme; give an absolute URL or a base URL"))
+        }
+        guard scheme == "http" || scheme == "https" else {
+            throw .unsupportedScheme(.init(url: url, message: "Only http and https URLs are supported, not \(scheme)"))
+        }
+        guard let host = url.host, !host.isEmpty else {
+            throw .invalidURL(.init(url: url, message: "The URL has no host"))
+        }
+    }
+
+    /// Sets each header on `fields` (replacing earlier values of the same name), refusing names
+    /// that are not RFC 9110 tokens and values with CR, LF or NUL.
+    static func apply(_ headers: [String: String], to fields: inout HTTPFields) throws(CourierError) {
+        for (name, value) in headers.sorted(by: { $0.key < $1.key }) {
+            guard let fieldName = HTTPField.Name(name) else {
+                throw .invalidHeader(.init(message: "'\(name.debugDescription)' is not a valid header name"))
+            }
+            guard !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) else {
+                throw .invalidHeader(
+                    .init(message: "The value of header '\(name)' contains CR, LF or NUL: \(value.debugDescription)"))
+            }
+            fields[fieldName] = value
+        }
+    }
+
+    /// Checks a request head after `adapt(_:)`: URL, and header values (`HTTPField` replaces
+    /// invalid bytes with spaces, so names and values are already safe; this catches the
+    /// pseudo-fields).
+    static func url(of request: HTTPRequest) throws(CourierError) -> URL {
+        guard let url = request.url else {
+            throw .invalidURL(.init(message: "The request has no scheme, authority or path"))
+        }
+        try validate(url)
+        return url
+    }
+
+    /// `User-Agent` naming Courier, its version and libcurl's.
+    static let userAgent = "Courier/\(CourierInfo.version) (Linux) libcurl/\(CurlRuntime.version)"
+
+    /// `Accept-Language` from the POSIX locale (`LANGUAGE`, `LC_ALL`, `LC_MESSAGES`, `LANG`),
+    /// e.g. `de-AT, de;q=0.9`; `en` for the C and POSIX locales.
+    static let acceptLanguage: String = {
+        let environment = ProcessInfo.processInfo.environment
+        let raw =
+            [environment["LANGUAGE"], environment["LC_ALL"], environment["LC_MESSAGES"], environment["LANG"]]
+            .compactMap { $0 }.first { !$0.isEmpty } ?? "C"
+        var tags: [String] = []
+        for entry in raw.split(separator: ":") {
+            let locale = entry.split(separator: ".").first.map(String.init) ?? ""
+            let base = locale.split(separator: "@").first.map(String.init) ?? ""
+            if base.isEmpty || base == "C" || base == "POSIX" { continue }
+            let tag = base.replacingOccurrences(of: "_", with: "-")
+            if !tags.contains(tag) { tags.append(tag) }
+            if let language = tag.split(separator: "-").first.map(String.init), language != tag,
+                !tags.contains(language)
+            {
+                tags.append(language)
+            }
+        }
+        if tags.isEmpty { tags = ["en"] }
+        return tags.prefix(6).enumerated().map { index, tag in
+            index == 0 ? tag : "\(tag);q=\(String(format: "%.1f", 1.0 - Double(index) * 0.1))"
+        }.joined(separator: ", ")
+    }()
+}
+
+/// Facts about the library.
+public enum CourierInfo {
+    /// The library version.
+    public static let version = "0.1.0"
+    /// The version of the libcurl Courier runs on.
+    public static var libcurlVersion: String { CurlRuntime.version }
+}

@@ -1,0 +1,115 @@
+import Foundation
+import HTTPTypes
+import Synchronization
+
+/// A request in flight whose response body is collected in memory.
+///
+/// Made by `HTTPSessionManager.dataTask(...)`; it starts at once. Await ``response`` (or
+/// ``value``) for the result, watch ``downloadProgress`` and ``uploadProgress``, and
+/// ``cancel()``, ``suspend()`` or ``resume()`` it from any context. Cancelling the Swift task
+/// that awaits ``response`` cancels the transfer too.
+public final class DataTask<Value: Sendable>: Sendable {
+    private let control: TaskControl
+    private let task: Task<DataResponse<Value>, any Error>
+
+    init(
+        control: TaskControl,
+        operation: @escaping @Sendable (TaskControl) async throws -> DataResponse<Value>
+    ) {
+        self.control = control
+        self.task = Task { try await operation(control) }
+    }
+
+    /// The whole response, once it has arrived and been serialized. Throws `CourierError`, or
+    /// `CancellationError` after ``cancel()``.
+    public var response: DataResponse<Value> {
+        get async throws {
+            try await withTaskCancellationHandler {
+                try await task.value
+            } onCancel: {
+                self.cancel()
+            }
+        }
+    }
+
+    /// The serialized value of the response.
+    public var value: Value {
+        get async throws { try await response.value }
+    }
+
+    /// Download progress: body bytes received against `Content-Length`. The sequence ends
+    /// after the final value.
+    public var downloadProgress: AsyncStream<TransferProgress> { control.reporters.download.stream() }
+
+    /// Upload progress: request body bytes sent. The sequence ends after the final value.
+    public var uploadProgress: AsyncStream<TransferProgress> { control.reporters.upload.stream() }
+
+    /// Cancels the task. Awaiting ``response`` throws `CancellationError` (unless it already
+    /// completed). Callable any number of times, from any context.
+    public func cancel() {
+        control.cancel()
+        task.cancel()
+    }
+
+    /// Pauses the transfer (or holds it if it has not started) until ``resume()``.
+    public func suspend() { control.suspend() }
+
+    /// Continues after ``suspend()``.
+    public func resume() { control.resume() }
+}
+
+/// Links a task object to the transfer its pipeline creates later: cancel, suspend and resume
+/// may arrive before the transfer exists, and are replayed on it when it does. The state is
+/// guarded by the `state` mutex.
+final class TaskControl: Sendable {
+    private struct State {
+        var transfer: Transfer?
+        var cancelled = false
+        var suspended = false
+    }
+
+    let reporters: TransferReporters
+    private let state = Mutex(State())
+
+    init(reporters: TransferReporters = TransferReporters()) {
+        self.reporters = reporters
+    }
+
+    /// Called by the pipeline right after it made the transfer, before starting it.
+    func attach(_ transfer: Transfer) {
+        let (cancelled, suspended) = state.withLock { state in
+            state.transfer = transfer
+            return (state.cancelled, state.suspended)
+        }
+        if suspended { transfer.suspend() }
+        if cancelled { transfer.cancel() }
+    }
+
+    func cancel() {
+        let transfer = state.withLock { state in
+            state.cancelled = true
+            return state.transfer
+        }
+        if let transfer {
+            transfer.cancel()
+        } else {
+            reporters.finish(succeeded: false)
+        }
+    }
+
+    func suspend() {
+        let transfer = state.withLock { state in
+            state.suspended = true
+            return state.transfer
+        }
+        transfer?.suspend()
+    }
+
+    func resume() {
+        let transfer = state.withLock { state in
+            state.suspended = false
+            return state.transfer
+        }
+        transfer?.resume()
+    }
+}

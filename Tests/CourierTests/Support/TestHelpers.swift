@@ -1,0 +1,52 @@
+import Courier
+import Foundation
+import Testing
+
+/// A manager on httpbin with an ephemeral configuration, so tests write nothing to disk.
+func httpbinManager(
+    _ configure: (inout HTTPSessionConfiguration) -> Void = { _ in }
+) async throws -> HTTPSessionManager {
+    var configuration = HTTPSessionConfiguration.ephemeral
+    configure(&configuration)
+    return HTTPSessionManager(baseURL: try await TestServers.httpbin(), configuration: configuration)
+}
+
+/// A manager on the fault server.
+func faultManager(
+    _ configure: (inout HTTPSessionConfiguration) -> Void = { _ in }
+) async throws -> HTTPSessionManager {
+    var configuration = HTTPSessionConfiguration.ephemeral
+    configure(&configuration)
+    return HTTPSessionManager(baseURL: try await TestServers.fault(), configuration: configuration)
+}
+
+/// Whether `error` is the `CourierError` case `matching` picks out.
+func isCourierError(_ error: any Error, _ matching: (CourierError) -> Bool) -> Bool {
+    guard let error = error as? CourierError else { return false }
+    return matching(error)
+}
+
+/// Runs `body` and returns the error it threw, or records an issue if it did not throw.
+func capturedError(
+    sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> Void
+) async -> (any Error)? {
+    do {
+        try await body()
+        Issue.record("expected an error", sourceLocation: sourceLocation)
+        return nil
+    } catch {
+        return error
+    }
+}
+
+/// The deterministic bytes the fault server serves: byte i is i % 251.
+func faultBytes(_ count: Int, from start: Int = 0) -> Data {
+    Data((start..<(start + count)).map { UInt8($0 % 251) })
+}
+
+extension ContinuousClock.Instant.Duration {
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

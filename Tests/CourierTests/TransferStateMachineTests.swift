@@ -1,0 +1,117 @@
+import Testing
+
+@testable import Courier
+
+/// The task lifecycle, event by event, including the races the driver and the caller run.
+@Suite struct TransferStateMachineTests {
+    @Test func aStartedTransferIsEnqueuedOnceAddedAndDelivered() {
+        var machine = TransferStateMachine()
+        #expect(machine.start() == .enqueue)
+        #expect(machine.start() == .none)
+        #expect(machine.driverWillAdd() == .add)
+        #expect(machine.state == .running)
+        #expect(machine.complete() == .deliver)
+        #expect(machine.state == .finished(cancelled: false))
+    }
+
+    @Test func cancelBeforeStartNeverReachesTheDriver() {
+        var machine = TransferStateMachine()
+        #expect(machine.cancel() == .finish)
+        #expect(machine.start() == .none)
+        #expect(machine.state == .finished(cancelled: true))
+    }
+
+    @Test func cancelWhileQueuedMakesTheDriverSkipIt() {
+        var machine = TransferStateMachine()
+        _ = machine.start()
+        #expect(machine.cancel() == .finish)
+        #expect(machine.driverWillAdd() == .skip)
+    }
+
+    @Test func cancelWhileRunningAsksTheDriverToRemoveIt() {
+        var machine = TransferStateMachine()
+        _ = machine.start()
+        _ = machine.driverWillAdd()
+        #expect(machine.cancel() == .finishAndRemove)
+        #expect(machine.cancel() == .none)
+    }
+
+    @Test func cancelThatWinsTheRaceDiscardsTheCompletion() {
+        var machine = TransferStateMachine()
+        _ = machine.start()
+        _ = machine.driverWillAdd()
+        _ = machine.cancel()
+        #expect(machine.complete() == .discard)
+        #expect(machine.state == .finished(cancelled: true))
+    }
+
+    @Test func completionThatWinsTheRaceMakesCancelANoOp() {
+        var machine = TransferStateMachine()
+        _ = machine.start()
+        _ = machine.driverWillAdd()
+        #expect(machine.complete() == .deliver)
+        #expect(machine.cancel() == .none)
+        #expect(machine.state == .finished(cancelled: false))
+    }
+
+    @Test func suspendWhileRunningPausesAndResumeUnpauses() {
+        var machine = TransferStateMachine()
+        _ = machine.start()
+        _ = machine.driverWillAdd()
+        #expect(machine.suspend() == .pause)
+        #expect(machine.suspend() == .none)
+        #expect(machine.resume() == .unpause)
+        #expect(machine.resume() == .none)
+        #expect(machine.state == .running)
+    }
+
+    @Test func suspendBeforeStartHoldsTheTransferUntilResume() {
+        var machine = TransferStateMachine()
+        #expect(machine.suspend() == .none)
+        #expect(machine.start() == .none)
+        #expect(machine.resume() == .enqueue)
+        #expect(machine.driverWillAdd() == .add)
+    }
+
+    @Test func suspendWhileQueuedParksItAndResumeEnqueuesAgain() {
+        var machine = TransferStateMachine()
+        _ = machine.start()
+        #expect(machine.suspend() == .none)
+        #expect(machine.driverWillAdd() == .park)
+        #expect(machine.resume() == .enqueue)
+        #expect(machine.driverWillAdd() == .add)
+    }
+
+    @Test func resumeBeforeTheDriverSawTheSuspendDoesNotEnqueueTwice() {
+        var machine = TransferStateMachine()
+        _ = machine.start()
+        _ = machine.suspend()
+        #expect(machine.resume() == .none)
+        #expect(machine.driverWillAdd() == .add)
+    }
+
+    @Test func resumeStartsATaskThatWasNeverStarted() {
+        var machine = TransferStateMachine()
+        #expect(machine.resume() == .enqueue)
+        #expect(machine.start() == .none)
+    }
+
+    @Test func aSuspendedTransferCanStillBeCancelled() {
+        var machine = TransferStateMachine()
+        _ = machine.start()
+        _ = machine.driverWillAdd()
+        _ = machine.suspend()
+        #expect(machine.cancel() == .finishAndRemove)
+        #expect(machine.resume() == .none)
+    }
+
+    @Test func aPausedTransferThatCompletesDelivers() {
+        var machine = TransferStateMachine()
+        _ = machine.start()
+        _ = machine.driverWillAdd()
+        _ = machine.suspend()
+        #expect(machine.complete() == .deliver)
+        #expect(machine.suspend() == .none)
+        #expect(machine.resume() == .none)
+    }
+}

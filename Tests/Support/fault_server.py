@@ -1,0 +1,922 @@
+#!/usr/bin/env python3
+"""Courier's fault server: a deliberately misbehaving HTTP/1.1 peer for tests.
+
+Python 3.11 standard library only.  One thread per connection on raw sockets,
+so each route can misbehave byte-precisely.  Well-behaved routes keep the
+connection alive and handle pipelined requests.
+
+Usage:  python3 fault_server.py --port 0 [--parent-pid PID] [--verbose]
+
+Binds 127.0.0.1, prints exactly ``READY <port>`` on stdout once listening,
+and never writes to stdout again.  Exits by itself when the parent process
+(``--parent-pid``, or else the process that started it) disappears.
+
+See README.md beside this file for the routes.
+"""
+
+from __future__ import annotations
+
+import _thread
+import argparse
+import hashlib
+import json
+import os
+import resource
+import signal
+import socket
+import sys
+import threading
+import time
+import zlib
+from http import HTTPStatus
+from urllib.parse import parse_qs, unquote, urlsplit
+
+# --------------------------------------------------------------------------
+# Constants and shared state
+
+SERVER_NAME = "courier-fault/1"
+LAST_MODIFIED = "Mon, 01 Jan 2024 00:00:00 GMT"
+MAX_HEADER_BYTES = 64 * 1024
+IDLE_TIMEOUT = 60.0          # keep-alive idle time before the server closes
+IO_TIMEOUT = 60.0            # while reading a request body
+SILENT_MAX = 600.0           # how long "silent" routes hold a socket at most
+LINGER = 2.0                 # how long a deliberate close waits for the peer's FIN
+
+# Deterministic content: byte i is i % 251.  PATTERN is long enough that any
+# slice of up to CHUNK bytes can start at any phase 0..250.
+_PERIOD = 251
+CHUNK = 256 * 1024
+PATTERN = bytes(range(_PERIOD)) * (CHUNK // _PERIOD + 2)
+PATTERN_VIEW = memoryview(PATTERN)
+
+VERBOSE = False
+
+
+def log(*args: object) -> None:
+    if VERBOSE:
+        print("fault_server:", *args, file=sys.stderr, flush=True)
+
+
+def pattern_bytes(offset: int, length: int) -> bytes:
+    """Deterministic bytes [offset, offset+length) (small sizes)."""
+    out = bytearray()
+    while length > 0:
+        n = min(length, CHUNK)
+        phase = offset % _PERIOD
+        out += PATTERN_VIEW[phase:phase + n]
+        offset += n
+        length -= n
+    return bytes(out)
+
+
+class FileStats:
+    def __init__(self) -> None:
+        self.requests = 0
+        self.bytes_sent = 0
+        self.ranges: list[str | None] = []
+        self.drops = 0
+
+    def as_json(self) -> dict:
+        return {"requests": self.requests, "bytesSent": self.bytes_sent,
+                "ranges": list(self.ranges), "drops": self.drops}
+
+
+STATS: dict[str, FileStats] = {}
+STATS_LOCK = threading.Lock()
+
+BOMBS: dict[int, bytes] = {}
+BOMB_LOCKS: dict[int, threading.Lock] = {}
+BOMBS_LOCK = threading.Lock()
+
+
+def bomb_body(mb: int) -> bytes:
+    """gzip of `mb` MiB of zero bytes, computed once per size."""
+    with BOMBS_LOCK:
+        if mb in BOMBS:
+            return BOMBS[mb]
+        lock = BOMB_LOCKS.setdefault(mb, threading.Lock())
+    with lock:
+        with BOMBS_LOCK:
+            if mb in BOMBS:
+                return BOMBS[mb]
+        comp = zlib.compressobj(9, zlib.DEFLATED, 31)  # wbits 31 = gzip wrapper
+        zeros = bytes(1024 * 1024)
+        parts = []
+        for _ in range(mb):
+            parts.append(comp.compress(zeros))
+        parts.append(comp.flush())
+        body = b"".join(parts)
+        with BOMBS_LOCK:
+            BOMBS[mb] = body
+        return body
+
+
+# --------------------------------------------------------------------------
+# Connection and request plumbing
+
+
+class ClientGone(Exception):
+    """The peer closed or reset the connection."""
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Conn:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+
+    # -- reading --
+
+    def _fill(self, eof_ok: bool = False) -> bool:
+        try:
+            data = self.sock.recv(256 * 1024)
+        except (ConnectionError, OSError) as e:
+            if isinstance(e, socket.timeout):
+                raise
+            raise ClientGone(str(e))
+        if not data:
+            if eof_ok:
+                return False
+            raise ClientGone("eof")
+        self.buf += data
+        return True
+
+    def read_head(self) -> bytes | None:
+        """Bytes of one request head (without the blank line); None on clean EOF."""
+        while True:
+            # Tolerate stray CRLFs between pipelined requests (RFC 9112 2.2).
+            while self.buf[:2] == b"\r\n":
+                del self.buf[:2]
+            idx = self.buf.find(b"\r\n\r\n")
+            if idx >= 0:
+                head = bytes(self.buf[:idx])
+                del self.buf[:idx + 4]
+                return head
+            if len(self.buf) > MAX_HEADER_BYTES:
+                raise BadRequest(431, "request head too large")
+            if not self._fill(eof_ok=True):
+                if self.buf.strip():
+                    raise ClientGone("eof inside request head")
+                return None
+
+    def read_line(self, limit: int = 8192) -> bytes:
+        while True:
+            idx = self.buf.find(b"\r\n")
+            if idx >= 0:
+                line = bytes(self.buf[:idx])
+                del self.buf[:idx + 2]
+                return line
+            if len(self.buf) > limit:
+                raise BadRequest(400, "line too long")
+            self._fill()
+
+    def read_into(self, n: int, sink) -> None:
+        """Read exactly n bytes, passing them to sink (a callable or None)."""
+        while n > 0:
+            if not self.buf:
+                self._fill()
+            take = min(n, len(self.buf))
+            if sink is not None:
+                sink(bytes(self.buf[:take]))
+            del self.buf[:take]
+            n -= take
+
+    # -- writing --
+
+    def send(self, data: bytes | bytearray | memoryview) -> None:
+        try:
+            self.sock.sendall(data)
+        except (ConnectionError, OSError) as e:
+            raise ClientGone(str(e))
+
+    def send_counted(self, data: memoryview, on_sent) -> None:
+        """Send, reporting each piece the kernel accepted to on_sent(n)."""
+        view = memoryview(data)
+        while view:
+            try:
+                n = self.sock.send(view)
+            except (ConnectionError, OSError) as e:
+                raise ClientGone(str(e))
+            on_sent(n)
+            view = view[n:]
+
+    # -- closing --
+
+    def lingering_close(self) -> None:
+        """Close gracefully: FIN first, then drain so no RST destroys our data."""
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        deadline = time.monotonic() + LINGER
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.sock.settimeout(left)
+                if not self.sock.recv(65536):
+                    break
+        except OSError:
+            pass
+        self.close()
+
+    def hold_open(self) -> None:
+        """Say nothing; discard input until the peer closes (or SILENT_MAX)."""
+        self.buf.clear()
+        deadline = time.monotonic() + SILENT_MAX
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.sock.settimeout(min(left, 5.0))
+                try:
+                    if not self.sock.recv(65536):
+                        break
+                except socket.timeout:
+                    continue
+        except OSError:
+            pass
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class Request:
+    def __init__(self, head: bytes) -> None:
+        try:
+            text = head.decode("latin-1")
+        except Exception:  # pragma: no cover - latin-1 never fails
+            raise BadRequest(400, "undecodable head")
+        lines = text.split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+            raise BadRequest(400, "bad request line")
+        self.method, self.target, self.version = parts
+        self.headers: list[tuple[str, str]] = []
+        for line in lines[1:]:
+            if ":" not in line or line[:1] in (" ", "\t"):
+                raise BadRequest(400, "bad header line")
+            name, value = line.split(":", 1)
+            if not name or name != name.strip():
+                raise BadRequest(400, "bad header name")
+            self.headers.append((name, value.strip(" \t")))
+        split = urlsplit(self.target)
+        self.raw_path = split.path or "/"
+        self.path = unquote(self.raw_path)
+        self.query = split.query
+        self.params = {k: v[0] for k, v in parse_qs(self.query, keep_blank_values=True).items()}
+        self.body_read = False
+        self.sent_continue = False
+
+    def header(self, name: str) -> str | None:
+        lname = name.lower()
+        values = [v for n, v in self.headers if n.lower() == lname]
+        return ", ".join(values) if values else None
+
+    def tokens(self, name: str) -> set[str]:
+        value = self.header(name) or ""
+        return {t.strip().lower() for t in value.split(",") if t.strip()}
+
+    @property
+    def keep_alive(self) -> bool:
+        conn = self.tokens("Connection")
+        if self.version == "HTTP/1.0":
+            return "keep-alive" in conn
+        return "close" not in conn
+
+    @property
+    def is_chunked(self) -> bool:
+        te = self.tokens("Transfer-Encoding")
+        return "chunked" in te
+
+    @property
+    def content_length(self) -> int:
+        cl = self.header("Content-Length")
+        if cl is None:
+            return 0
+        values = {v.strip() for v in cl.split(",")}
+        if len(values) != 1:
+            raise BadRequest(400, "conflicting Content-Length")
+        value = values.pop()
+        if not value.isdigit():
+            raise BadRequest(400, "bad Content-Length")
+        return int(value)
+
+    def has_body(self) -> bool:
+        return self.is_chunked or self.content_length > 0
+
+    def int_param(self, name: str, default: int | None = None, minimum: int = 0) -> int:
+        raw = self.params.get(name)
+        if raw is None or raw == "":
+            if default is None:
+                raise BadRequest(400, f"missing query parameter {name}")
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise BadRequest(400, f"query parameter {name} is not an integer")
+        if value < minimum:
+            raise BadRequest(400, f"query parameter {name} must be >= {minimum}")
+        return value
+
+
+def read_body(conn: Conn, req: Request, sink) -> tuple[int, dict[str, str]]:
+    """Read the request body (Content-Length or chunked), answering
+    Expect: 100-continue first.  Returns (length, trailers)."""
+    if req.body_read:
+        return 0, {}
+    req.body_read = True
+    trailers: dict[str, str] = {}
+    if req.is_chunked:
+        chunked, length = True, None
+    else:
+        chunked, length = False, req.content_length
+    if not chunked and length == 0:
+        return 0, trailers
+    if "100-continue" in req.tokens("Expect") and req.version == "HTTP/1.1":
+        conn.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+        req.sent_continue = True
+    conn.sock.settimeout(IO_TIMEOUT)
+    if not chunked:
+        conn.read_into(length, sink)
+        return length, trailers
+    total = 0
+    while True:
+        line = conn.read_line()
+        size_text = line.split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise BadRequest(400, "bad chunk size")
+        if size < 0:
+            raise BadRequest(400, "bad chunk size")
+        if size == 0:
+            break
+        conn.read_into(size, sink)
+        total += size
+        if conn.read_line() != b"":
+            raise BadRequest(400, "missing CRLF after chunk")
+    while True:
+        line = conn.read_line()
+        if line == b"":
+            break
+        text = line.decode("latin-1")
+        if ":" in text:
+            name, value = text.split(":", 1)
+            trailers[name.strip()] = value.strip()
+    return total, trailers
+
+
+def http_date(ts: float | None = None) -> str:
+    return time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(ts))
+
+
+def reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
+
+
+def head_bytes(status: int, headers: list[tuple[str, str]]) -> bytes:
+    lines = [f"HTTP/1.1 {status} {reason(status)}",
+             f"Date: {http_date()}", f"Server: {SERVER_NAME}"]
+    lines += [f"{k}: {v}" for k, v in headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def conn_header(req: Request, keep: bool) -> list[tuple[str, str]]:
+    return [("Connection", "keep-alive" if keep else "close")]
+
+
+def respond(conn: Conn, req: Request, status: int, body: bytes = b"",
+            headers: list[tuple[str, str]] | None = None,
+            content_type: str | None = "text/plain; charset=utf-8",
+            keep: bool | None = None, send_length: bool = True) -> bool:
+    """A complete, well-formed response.  Returns whether to keep the connection."""
+    if keep is None:
+        keep = req.keep_alive
+    hdrs = list(headers or [])
+    if content_type and body:
+        hdrs.append(("Content-Type", content_type))
+    if send_length:
+        hdrs.append(("Content-Length", str(len(body))))
+    hdrs += conn_header(req, keep)
+    data = head_bytes(status, hdrs)
+    if req.method != "HEAD":
+        data += body
+    conn.send(data)
+    return keep
+
+
+def send_chunked(conn: Conn, pieces) -> None:
+    for piece in pieces:
+        if piece:
+            conn.send(b"%x\r\n" % len(piece) + bytes(piece) + b"\r\n")
+    conn.send(b"0\r\n\r\n")
+
+
+# --------------------------------------------------------------------------
+# Range helpers
+
+
+def parse_range(value: str, size: int):
+    """Returns (start, end_inclusive), "unsatisfiable", or None (ignore the header)."""
+    value = value.strip()
+    if not value.lower().startswith("bytes="):
+        return None
+    spec = value[6:].strip()
+    if "," in spec:
+        return None  # multiple ranges: serve the whole thing
+    if "-" not in spec:
+        return None
+    first, last = (s.strip() for s in spec.split("-", 1))
+    try:
+        if first == "":
+            if not last.isdigit():
+                return None
+            suffix = int(last)
+            if suffix == 0:
+                return "unsatisfiable"
+            return (max(0, size - suffix), size - 1) if size > 0 else "unsatisfiable"
+        if not first.isdigit() or (last and not last.isdigit()):
+            return None
+        start = int(first)
+        end = int(last) if last else size - 1
+    except ValueError:
+        return None
+    if start >= size:
+        return "unsatisfiable"
+    if end < start:
+        return None
+    return start, min(end, size - 1)
+
+
+def serve_pattern(conn: Conn, req: Request, size: int, etag: str,
+                  stats: FileStats | None = None, drop_after: int | None = None) -> bool:
+    """Deterministic content with Range / If-Range / ETag support."""
+    rng = None
+    range_header = req.header("Range")
+    if range_header is not None:
+        if_range = req.header("If-Range")
+        if if_range is None or if_range.strip() in (etag, LAST_MODIFIED):
+            rng = parse_range(range_header, size)
+    base = [("ETag", etag), ("Last-Modified", LAST_MODIFIED), ("Accept-Ranges", "bytes")]
+    keep = req.keep_alive
+    if rng == "unsatisfiable":
+        return respond(conn, req, 416, b"", headers=base + [("Content-Range", f"bytes */{size}")])
+    if rng is None:
+        status, start, length = 200, 0, size
+        extra = []
+    else:
+        start, end = rng
+        status, length = 206, end - start + 1
+        extra = [("Content-Range", f"bytes {start}-{end}/{size}")]
+    drop = drop_after is not None and req.method != "HEAD"
+    if drop:
+        keep = False
+        to_send = min(length, drop_after)
+    else:
+        to_send = length
+    hdrs = base + extra + [("Content-Type", "application/octet-stream"),
+                           ("Content-Length", str(length))]
+    if not drop:
+        hdrs += conn_header(req, keep)
+    conn.send(head_bytes(status, hdrs))
+    if req.method == "HEAD":
+        return keep
+
+    def count(n: int) -> None:
+        if stats is not None:
+            with STATS_LOCK:
+                stats.bytes_sent += n
+
+    offset, remaining = start, to_send
+    while remaining > 0:
+        n = min(remaining, CHUNK)
+        phase = offset % _PERIOD
+        conn.send_counted(PATTERN_VIEW[phase:phase + n], count)
+        offset += n
+        remaining -= n
+    if drop:
+        conn.lingering_close()
+        raise ConnectionDone()
+    return keep
+
+
+class ConnectionDone(Exception):
+    """The handler has closed (or abandoned) the connection itself."""
+
+
+# --------------------------------------------------------------------------
+# Routes.  Each returns True to keep the connection alive, False to close it
+# (gracefully), or raises ConnectionDone after closing it itself.
+
+
+def route_bytes(conn: Conn, req: Request) -> bool:
+    n = req.int_param("n", 1024)
+    read_body(conn, req, None)
+    return serve_pattern(conn, req, n, f'"fixed-{n}"')
+
+
+def route_close_mid_body(conn: Conn, req: Request) -> bool:
+    n = req.int_param("n", 1024)
+    sent = req.int_param("sent", n // 2)
+    read_body(conn, req, None)
+    conn.send(head_bytes(200, [("Content-Type", "application/octet-stream"),
+                               ("Content-Length", str(n))]))
+    conn.send(pattern_bytes(0, min(sent, n)))
+    conn.lingering_close()
+    raise ConnectionDone()
+
+
+def route_lying_length(conn: Conn, req: Request, keep_open: bool) -> bool:
+    n = req.int_param("n", 100)
+    claimed = req.int_param("claimed", n * 2)
+    read_body(conn, req, None)
+    conn.send(head_bytes(200, [("Content-Type", "application/octet-stream"),
+                               ("Content-Length", str(claimed))]))
+    conn.send(pattern_bytes(0, n))
+    if keep_open:
+        conn.hold_open()
+    else:
+        conn.lingering_close()
+    raise ConnectionDone()
+
+
+def route_malformed_chunked(conn: Conn, req: Request) -> bool:
+    read_body(conn, req, None)
+    conn.send(head_bytes(200, [("Content-Type", "application/octet-stream"),
+                               ("Transfer-Encoding", "chunked")]))
+    conn.send(b"zz\r\nhello\r\n")
+    conn.lingering_close()
+    raise ConnectionDone()
+
+
+def route_silent(conn: Conn, req: Request) -> bool:
+    read_body(conn, req, None)
+    conn.hold_open()
+    raise ConnectionDone()
+
+
+def route_silent_after_headers(conn: Conn, req: Request) -> bool:
+    read_body(conn, req, None)
+    conn.send(head_bytes(200, [("Content-Type", "application/octet-stream"),
+                               ("Content-Length", "100")]))
+    conn.hold_open()
+    raise ConnectionDone()
+
+
+def route_headers_then_close(conn: Conn, req: Request) -> bool:
+    read_body(conn, req, None)
+    conn.send(head_bytes(200, [("Content-Type", "application/octet-stream"),
+                               ("Content-Length", "10")]))
+    conn.lingering_close()
+    raise ConnectionDone()
+
+
+def route_drip(conn: Conn, req: Request) -> bool:
+    n = req.int_param("n", 10)
+    delay = req.int_param("delay", 100) / 1000.0
+    read_body(conn, req, None)
+    keep = req.keep_alive
+    conn.send(head_bytes(200, [("Content-Type", "application/octet-stream"),
+                               ("Content-Length", str(n))] + conn_header(req, keep)))
+    if req.method == "HEAD":
+        return keep
+    for i in range(n):
+        time.sleep(delay)
+        conn.send(PATTERN[i % _PERIOD:i % _PERIOD + 1])
+    return keep
+
+
+def route_redirect_loop(conn: Conn, req: Request) -> bool:
+    read_body(conn, req, None)
+    rest = req.path[len("/redirect-loop"):].strip("/")
+    try:
+        k = int(rest) if rest else 0
+    except ValueError:
+        return respond(conn, req, 404, b"not found\n")
+    return respond(conn, req, 302, b"", headers=[("Location", f"/redirect-loop/{k + 1}")])
+
+
+def route_redirect(conn: Conn, req: Request) -> bool:
+    status = req.int_param("status", 302)
+    if not 300 <= status <= 399:
+        raise BadRequest(400, "status must be 3xx")
+    to = req.params.get("to")
+    if to is None:
+        raise BadRequest(400, "missing query parameter to")
+    if "\r" in to or "\n" in to:
+        raise BadRequest(400, "CR/LF in Location")
+    read_body(conn, req, None)
+    return respond(conn, req, status, b"", headers=[("Location", to)])
+
+
+def route_bomb(conn: Conn, req: Request, chunked: bool) -> bool:
+    mb = req.int_param("mb", 10)
+    read_body(conn, req, None)
+    body = bomb_body(mb)
+    keep = req.keep_alive
+    hdrs = [("Content-Type", "application/octet-stream"), ("Content-Encoding", "gzip")]
+    if chunked:
+        hdrs.append(("Transfer-Encoding", "chunked"))
+    else:
+        hdrs.append(("Content-Length", str(len(body))))
+    conn.send(head_bytes(200, hdrs + conn_header(req, keep)))
+    if req.method == "HEAD":
+        return keep
+    if chunked:
+        view = memoryview(body)
+        send_chunked(conn, (view[i:i + 16384] for i in range(0, len(body), 16384)))
+    else:
+        conn.send(body)
+    return keep
+
+
+def route_chunked(conn: Conn, req: Request) -> bool:
+    n = req.int_param("n", 1024)
+    k = req.int_param("chunk", 100, minimum=1)
+    read_body(conn, req, None)
+    keep = req.keep_alive
+    conn.send(head_bytes(200, [("Content-Type", "application/octet-stream"),
+                               ("Transfer-Encoding", "chunked")] + conn_header(req, keep)))
+    if req.method == "HEAD":
+        return keep
+
+    def pieces():
+        offset = 0
+        while offset < n:
+            size = min(k, n - offset)
+            yield pattern_bytes(offset, size)
+            offset += size
+    send_chunked(conn, pieces())
+    return keep
+
+
+def route_echo(conn: Conn, req: Request) -> bool:
+    digest = hashlib.sha256()
+    chunked = req.is_chunked
+    length, trailers = read_body(conn, req, digest.update)
+    headers: dict[str, str] = {}
+    canon: dict[str, str] = {}
+    for name, value in req.headers:
+        key = canon.setdefault(name.lower(), name)
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    doc = {
+        "method": req.method,
+        "path": req.path,
+        "query": req.query,
+        "version": req.version,
+        "headers": headers,
+        "bodyLength": length,
+        "sha256": digest.hexdigest(),
+        "chunked": chunked,
+        "trailers": trailers,
+        "sentContinue": req.sent_continue,
+    }
+    body = json.dumps(doc).encode()
+    return respond(conn, req, 200, body, content_type="application/json")
+
+
+def route_status(conn: Conn, req: Request) -> bool:
+    text = req.path[len("/status/"):]
+    if not text.isdigit() or not 200 <= int(text) <= 599:
+        return respond(conn, req, 400, b"status must be 200..599\n")
+    code = int(text)
+    read_body(conn, req, None)
+    if code in (204, 304):
+        keep = req.keep_alive
+        conn.send(head_bytes(code, conn_header(req, keep)))
+        return keep
+    return respond(conn, req, code, f"status {code}".encode())
+
+
+def stats_for(name: str) -> FileStats:
+    with STATS_LOCK:
+        st = STATS.get(name)
+        if st is None:
+            st = STATS[name] = FileStats()
+        return st
+
+
+def route_file(conn: Conn, req: Request) -> bool:
+    name = req.path[len("/file/"):]
+    if not name:
+        return respond(conn, req, 404, b"no file name\n")
+    n = req.int_param("n", 1024)
+    etag = req.params.get("etag")
+    etag = f'"{etag}"' if etag else f'"{name}-{n}"'
+    drop_after = req.params.get("drop-after")
+    drop_times = req.int_param("drop-times", 1)
+    read_body(conn, req, None)
+    st = stats_for(name)
+    with STATS_LOCK:
+        st.requests += 1
+        st.ranges.append(req.header("Range"))
+        drop = None
+        if drop_after is not None and req.method != "HEAD" and st.drops < drop_times:
+            drop = req.int_param("drop-after")
+            st.drops += 1
+    return serve_pattern(conn, req, n, etag, stats=st, drop_after=drop)
+
+
+def route_stats(conn: Conn, req: Request) -> bool:
+    name = req.path[len("/stats/"):]
+    read_body(conn, req, None)
+    if req.method == "DELETE":
+        with STATS_LOCK:
+            STATS.pop(name, None)
+        return respond(conn, req, 200, b'{"reset": true}',
+                       content_type="application/json")
+    if req.method not in ("GET", "HEAD"):
+        return respond(conn, req, 405, b"GET or DELETE\n", headers=[("Allow", "GET, HEAD, DELETE")])
+    with STATS_LOCK:
+        st = STATS.get(name) or FileStats()
+        doc = st.as_json()
+    return respond(conn, req, 200, json.dumps(doc).encode(), content_type="application/json")
+
+
+def dispatch(conn: Conn, req: Request) -> bool:
+    p = req.path
+    if p == "/bytes":
+        return route_bytes(conn, req)
+    if p == "/close-mid-body":
+        return route_close_mid_body(conn, req)
+    if p == "/lying-length":
+        return route_lying_length(conn, req, keep_open=False)
+    if p == "/lying-length-open":
+        return route_lying_length(conn, req, keep_open=True)
+    if p == "/malformed-chunked":
+        return route_malformed_chunked(conn, req)
+    if p == "/silent":
+        return route_silent(conn, req)
+    if p == "/silent-after-headers":
+        return route_silent_after_headers(conn, req)
+    if p == "/headers-then-close":
+        return route_headers_then_close(conn, req)
+    if p == "/drip":
+        return route_drip(conn, req)
+    if p == "/redirect-loop" or p.startswith("/redirect-loop/"):
+        return route_redirect_loop(conn, req)
+    if p == "/redirect":
+        return route_redirect(conn, req)
+    if p == "/bomb":
+        return route_bomb(conn, req, chunked=False)
+    if p == "/bomb-chunked":
+        return route_bomb(conn, req, chunked=True)
+    if p == "/chunked":
+        return route_chunked(conn, req)
+    if p == "/echo":
+        return route_echo(conn, req)
+    if p.startswith("/status/"):
+        return route_status(conn, req)
+    if p.startswith("/file/"):
+        return route_file(conn, req)
+    if p.startswith("/stats/"):
+        return route_stats(conn, req)
+    read_body(conn, req, None)
+    return respond(conn, req, 404, f"no route for {p}\n".encode())
+
+
+def handle_connection(sock: socket.socket) -> None:
+    conn = Conn(sock)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while True:
+            sock.settimeout(IDLE_TIMEOUT)
+            req = None
+            try:
+                head = conn.read_head()
+                if head is None:
+                    break
+                req = Request(head)
+                sock.settimeout(IO_TIMEOUT)
+                keep = dispatch(conn, req)
+                if keep and not req.body_read:
+                    read_body(conn, req, None)
+            except BadRequest as e:
+                log("bad request:", e)
+                try:
+                    body = f"{e}\n".encode()
+                    conn.send(head_bytes(e.status, [("Content-Type", "text/plain"),
+                                                    ("Content-Length", str(len(body))),
+                                                    ("Connection", "close")]) + body)
+                except ClientGone:
+                    pass
+                keep = False
+            if not keep:
+                conn.lingering_close()
+                return
+    except ConnectionDone:
+        return
+    except (ClientGone, socket.timeout, OSError) as e:
+        log("connection ended:", type(e).__name__, e)
+    except Exception as e:  # never let a handler bug kill the server
+        print(f"fault_server: handler error: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+    conn.close()
+
+
+# --------------------------------------------------------------------------
+# Process plumbing
+
+
+def parent_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        state = stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3]
+        if state in (b"Z", b"X"):
+            return False
+    except (OSError, ValueError):
+        pass
+    return True
+
+
+def watch_parent(parent_pid: int | None) -> None:
+    original_ppid = os.getppid()
+
+    def loop() -> None:
+        while True:
+            time.sleep(0.5)
+            if parent_pid is not None:
+                if not parent_alive(parent_pid):
+                    os._exit(0)
+                if parent_pid == original_ppid and os.getppid() != original_ppid:
+                    os._exit(0)
+            elif os.getppid() != original_ppid:
+                os._exit(0)
+
+    threading.Thread(target=loop, name="parent-watch", daemon=True).start()
+
+
+def main() -> None:
+    global VERBOSE
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--parent-pid", type=int, default=None)
+    ap.add_argument("--verbose", action="store_true", help="log connection events to stderr")
+    args = ap.parse_args()
+    VERBOSE = args.verbose
+
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):
+        pass
+    threading.stack_size(512 * 1024)  # many idle connection threads are cheap
+    # With thousands of connection threads the default 5 ms GIL switch interval
+    # makes waiting threads thrash (measured: 3,000 slow requests took 69 s
+    # instead of 4 s).  Handlers block in I/O, so a long interval costs nothing.
+    sys.setswitchinterval(0.1)
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    signal.signal(signal.SIGINT, lambda *_: os._exit(0))
+
+    watch_parent(args.parent_pid)
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", args.port))
+    listener.listen(4096)
+    port = listener.getsockname()[1]
+    sys.stdout.write(f"READY {port}\n")
+    sys.stdout.flush()
+    sys.stdout = sys.stderr  # nothing more on stdout, ever
+
+    while True:
+        try:
+            sock, _ = listener.accept()
+        except InterruptedError:
+            continue
+        except OSError as e:
+            log("accept failed:", e)
+            time.sleep(0.05)
+            continue
+        try:
+            # _thread does not wait for the new thread to get the GIL and run,
+            # which keeps accept() fast with thousands of live connections.
+            _thread.start_new_thread(handle_connection, (sock,))
+        except RuntimeError:
+            sock.close()  # cannot start a thread: shed the connection
+
+
+if __name__ == "__main__":
+    main()
