@@ -114,7 +114,6 @@ import Testing
     @Test func stringDecodesLatin1FromTheContentType() throws {
         let raw = RawResponse(
             request: HTTPRequest(method: .get, scheme: "http", authority: "x", path: "/"),
-            url: URL(string: "http://x/")!,
             response: HTTPResponse(status: .ok, headerFields: [.contentType: "text/plain; charset=ISO-8859-1"]),
             data: Data([0x5A, 0x6F, 0xEB]))
         #expect(try StringResponseSerializer().serialize(raw) == "Zoë")

@@ -68,3 +68,29 @@ extension URLResolutionTests {
         #expect(noSlash?.absoluteString == "http://example.com/v1/?k=v")
     }
 }
+
+/// The fast path for plain relative paths must agree with Foundation everywhere it applies.
+@Suite struct PlainPathResolutionTests {
+    static let bases = ["http://example.com/v1/", "http://example.com/", "https://example.com:8443/a/b/"]
+    static let paths = [
+        "foo", "foo?bar=baz", "foo/", "users/42", "a/b/c?x=1&y=2", "./foo", "../foo", "foo/../bar", "foo/./bar",
+        ".hidden", "..x", "x..", "a/.", "a/..", "a/...", "foo?q=../x", "mailto:x", "a:b/c", "a/b:c", "foo#frag",
+        "foo bar", "%41bc", "é", "?q", "/abs", "//host/x", "a=b&c;d@e!f$g*h+i,j~k_l-m", "",
+    ]
+
+    @Test(arguments: bases, paths)
+    func agreesWithFoundation(base: String, path: String) throws {
+        let baseURL = try #require(BaseURL(URL(string: base)))
+        guard let fast = baseURL.resolvePlain(path) else { return }
+        let expected = try #require(URL(string: path, relativeTo: URL(string: base))?.absoluteURL)
+        #expect("\(baseURL.scheme)://\(baseURL.authority)\(fast)" == expected.absoluteString)
+    }
+
+    @Test func takesTheFastPathForOrdinaryPaths() throws {
+        let base = try #require(BaseURL(URL(string: "http://example.com/v1/")))
+        #expect(base.resolvePlain("users/1") == "/v1/users/1")
+        #expect(base.resolvePlain("get?page=2") == "/v1/get?page=2")
+        #expect(base.resolvePlain("../x") == nil)
+        #expect(base.resolvePlain("/x") == nil)
+    }
+}

@@ -1,5 +1,5 @@
-// Typed wrappers for libcurl's variadic functions and the few C-only facilities
-// (epoll with its packed event struct, eventfd, zlib) that Courier's driver uses.
+// Typed wrappers for libcurl's variadic functions, and the few C facilities (epoll with its
+// packed event struct, eventfd, zlib, the monotonic clock) that Courier's driver uses.
 // Swift cannot call C variadic functions, so every curl_*_setopt/getinfo call
 // shape Courier needs has a typed, non-variadic wrapper here.
 
@@ -57,6 +57,14 @@ static inline CURLcode courier_easy_setopt_xferinfo_function(CURL *easy, curl_xf
 
 static inline CURLcode courier_easy_setopt_ssl_ctx_function(CURL *easy, curl_ssl_ctx_callback callback) {
     return curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, callback);
+}
+
+static inline CURLcode courier_easy_setopt_opensocket_function(CURL *easy, curl_opensocket_callback callback) {
+    return curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, callback);
+}
+
+static inline CURLcode courier_easy_setopt_closesocket_function(CURL *easy, curl_closesocket_callback callback) {
+    return curl_easy_setopt(easy, CURLOPT_CLOSESOCKETFUNCTION, callback);
 }
 
 static inline CURLcode courier_easy_setopt_share(CURL *easy, CURLSH *share) {
@@ -147,13 +155,16 @@ typedef struct {
     uint32_t events;
 } courier_event;
 
+/// `socket(2)` for the address libcurl is about to connect to, close-on-exec; -1 on failure.
+int courier_open_socket(const struct curl_sockaddr *address);
+
 /// `epoll_create1(EPOLL_CLOEXEC)`.
 int courier_epoll_create(void);
-/// Adds or modifies `fd` in `epfd` for the given curl `CURL_POLL_*` interest. Returns 0 or -1.
-int courier_epoll_watch(int epfd, int fd, int curl_poll_what);
+/// Registers `fd` for the `CURL_POLL_*` interest `what`: `EPOLL_CTL_ADD` when `add`, else `EPOLL_CTL_MOD`.
+int courier_epoll_set(int epfd, int fd, int what, int add);
 /// Removes `fd` from `epfd`; errors (the fd may already be closed) are ignored.
 void courier_epoll_unwatch(int epfd, int fd);
-/// `epoll_wait`, translating each event to `CURL_CSELECT_*` bits in `events`. Returns the count or -1.
+/// `epoll_wait`, translating each event to `CURL_CSELECT_*` bits. Returns the count or -1.
 int courier_epoll_wait(int epfd, courier_event *events, int max_events, int timeout_ms);
 /// An `eventfd` (non-blocking, close-on-exec) registered for reading in `epfd`. Returns the fd or -1.
 int courier_wakeup_create(int epfd);
@@ -161,7 +172,11 @@ int courier_wakeup_create(int epfd);
 void courier_wakeup_signal(int fd);
 /// Drains the wakeup fd.
 void courier_wakeup_drain(int fd);
+
 /// Monotonic clock in nanoseconds.
 uint64_t courier_monotonic_nanoseconds(void);
+
+/// Names the calling thread (shown by `top -H`, `perf` and debuggers); at most 15 bytes.
+void courier_set_thread_name(const char *name);
 
 #endif

@@ -5,16 +5,20 @@ import Synchronization
 
 /// Runs one curl multi handle on a thread of its own.
 ///
-/// Threading: the driver thread (`courier.driver`) makes every libcurl call for the multi
-/// handle and its easy handles. Other threads talk to it only through `submit(_:)`, which
-/// appends to the `inbox` (a `Mutex`) and signals an eventfd that sits in the same epoll set as
-/// libcurl's sockets; the signal is skipped when one is already pending, so a burst of
-/// submissions costs one wakeup. The loop drives libcurl with `curl_multi_socket_action`
-/// (libcurl tells us which sockets to watch through CURLMOPT_SOCKETFUNCTION and when to time
-/// out through CURLMOPT_TIMERFUNCTION), so each wakeup touches only the transfers with work.
+/// Threading: the driver thread (`courier-driver`) makes every libcurl call for the multi
+/// handle and its easy handles, except `curl_multi_wakeup`, which libcurl documents as callable
+/// from any thread. Other threads talk to the driver only through `submit(_:)`: it appends a
+/// command to the `inbox` (a `Mutex`) and wakes the loop with `curl_multi_wakeup`, skipped when
+/// a wakeup is already pending, so a burst of submissions costs one wakeup.
 ///
-/// `@unchecked Sendable`: `inbox` is guarded by its mutex; every other `var` is touched only on
-/// the driver thread; `wakeFD` and `epollFD` are immutable after `init`.
+/// The loop is `curl_multi_perform` + `curl_multi_poll`. libcurl 7.88 spends about a third
+/// more CPU per transfer driven through `curl_multi_socket_action` and epoll than through
+/// `curl_multi_poll` with 64 keep-alive transfers in flight (measured with the C program in
+/// `Benchmarks/CMulti`, see Documentation/Benchmarks.md); poll's cost grows with the number of
+/// transfers in flight, which stays acceptable at the 10,000-transfer scale target.
+///
+/// `@unchecked Sendable`: `inbox` is guarded by its mutex (which also publishes the multi
+/// handle to `submit`); every other `var` is touched only on the driver thread.
 final class CurlDriver: @unchecked Sendable {
     enum Command {
         case add(Transfer)
@@ -25,8 +29,11 @@ final class CurlDriver: @unchecked Sendable {
 
     private struct Inbox {
         var commands: [Command] = []
+        /// A wakeup is pending (or the loop has not polled since the last one).
         var signalled = false
         var shuttingDown = false
+        /// The eventfd that wakes the loop; -1 once closed by `tearDown`.
+        var wakeFD: Int32
     }
 
     struct Limits: Sendable {
@@ -34,27 +41,35 @@ final class CurlDriver: @unchecked Sendable {
         var maximumTotalConnections = 0
     }
 
-    private let inbox = Mutex(Inbox())
+    private let inbox: Mutex<Inbox>
+    private let limits: Limits
     private let epollFD: Int32
     private let wakeFD: Int32
-    private let limits: Limits
 
     // Driver thread only.
     private var multi: UnsafeMutableRawPointer?
-    private var timerDeadline: UInt64?
     private var active: [ObjectIdentifier: Transfer] = [:]
-    private var idleHandles: [UnsafeMutableRawPointer] = []
-    private static let idleHandleLimit = 128
+    private var handles = EasyHandlePool()
+    /// Each socket in the epoll set: the interest (`CURL_POLL_*`) it is registered with, and
+    /// whether libcurl has stopped watching it ("parked").
+    private var registered: [Int32: (what: Int32, parked: Bool)] = [:]
+    /// Connection sockets, opened through CURLOPT_OPENSOCKETFUNCTION: libcurl tells us when it
+    /// closes them (CURLOPT_CLOSESOCKETFUNCTION), so they may stay in the epoll set while idle.
+    private var connectionSockets = Set<Int32>()
+    private var timerDeadline: UInt64?
 
-    init(limits: Limits, name: String = "courier.driver") {
+    init(limits: Limits, name: String = "courier-driver") {
         _ = CurlRuntime.initialized
         self.limits = limits
         epollFD = courier_epoll_create()
         precondition(epollFD >= 0, "epoll_create1 failed: errno \(errno)")
         wakeFD = courier_wakeup_create(epollFD)
         precondition(wakeFD >= 0, "eventfd failed: errno \(errno)")
-        let thread = Thread { [self] in self.run() }
-        thread.name = name
+        inbox = Mutex(Inbox(wakeFD: wakeFD))
+        let thread = Thread { [self] in
+            courier_set_thread_name(name)
+            self.run()
+        }
         thread.stackSize = 1 << 20
         thread.start()
     }
@@ -62,32 +77,42 @@ final class CurlDriver: @unchecked Sendable {
     /// Queues a command for the driver thread. Returns false once the driver is shutting down.
     @discardableResult
     func submit(_ command: Command) -> Bool {
-        let signal = inbox.withLock { inbox -> Bool? in
-            guard !inbox.shuttingDown else { return nil }
+        // The wakeup is written under the lock: `tearDown` closes the eventfd under the same
+        // lock, so a wakeup never reaches a closed (or reused) descriptor.
+        inbox.withLock { inbox in
+            guard !inbox.shuttingDown else { return false }
             inbox.commands.append(command)
-            defer { inbox.signalled = true }
-            return !inbox.signalled
+            if !inbox.signalled {
+                inbox.signalled = true
+                courier_wakeup_signal(inbox.wakeFD)
+            }
+            return true
         }
-        guard let signal else { return false }
-        if signal { courier_wakeup_signal(wakeFD) }
-        return true
     }
 
     /// Asks the driver to cancel every transfer, clean up libcurl and end its thread. Returns
     /// at once; the thread keeps `self` alive until `curl_multi_cleanup` has returned.
     func shutdown() {
-        let signal = inbox.withLock { inbox -> Bool in
-            guard !inbox.shuttingDown else { return false }
+        inbox.withLock { inbox in
+            guard !inbox.shuttingDown else { return }
             inbox.shuttingDown = true
-            return true
+            courier_wakeup_signal(inbox.wakeFD)
         }
-        if signal { courier_wakeup_signal(wakeFD) }
     }
 
     // MARK: - The loop (driver thread)
 
     private func run() {
-        setUpMulti()
+        let multi = curl_multi_init()!
+        self.multi = multi
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        courier_multi_setopt_socket_function(multi, driverSocketCallback)
+        courier_multi_setopt_pointer(multi, CURLMOPT_SOCKETDATA, me)
+        courier_multi_setopt_timer_function(multi, driverTimerCallback)
+        courier_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, me)
+        courier_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, limits.maximumConnectionsPerHost)
+        courier_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, limits.maximumTotalConnections)
+
         let capacity = 256
         let events = UnsafeMutablePointer<courier_event>.allocate(capacity: capacity)
         defer { events.deallocate() }
@@ -99,35 +124,37 @@ final class CurlDriver: @unchecked Sendable {
                 if errno == EINTR { continue }
                 fatalError("epoll_wait failed: errno \(errno)")
             }
+            var woken = false
             for index in 0..<Int(count) {
                 let event = events[index]
                 if event.fd == wakeFD {
-                    courier_wakeup_drain(wakeFD)
-                    stop = processInbox()
-                } else {
-                    curl_multi_socket_action(multi, event.fd, Int32(event.events), &running)
+                    woken = true
+                } else if let entry = registered[event.fd] {
+                    if entry.parked {
+                        // An idle keep-alive connection became readable (the server closed it):
+                        // libcurl is not watching it, so stop reporting it. libcurl finds the
+                        // connection dead when it next considers reusing it.
+                        registered[event.fd] = nil
+                        courier_epoll_unwatch(epollFD, event.fd)
+                    } else {
+                        curl_multi_socket_action(multi, event.fd, Int32(event.events), &running)
+                    }
                 }
             }
+            if woken {
+                courier_wakeup_drain(wakeFD)
+                let (commands, shuttingDown) = takeCommands()
+                for command in commands { perform(command) }
+                stop = shuttingDown
+            }
             if let deadline = timerDeadline, courier_monotonic_nanoseconds() >= deadline {
-                // Clear first: socket_action may set a new timer through the timer callback.
+                // Cleared first: socket_action may set a new timer through the timer callback.
                 timerDeadline = nil
                 curl_multi_socket_action(multi, courier_socket_timeout, 0, &running)
             }
             readCompletions()
         }
         tearDown()
-    }
-
-    private func setUpMulti() {
-        let multi = curl_multi_init()!
-        self.multi = multi
-        let me = Unmanaged.passUnretained(self).toOpaque()
-        courier_multi_setopt_socket_function(multi, driverSocketCallback)
-        courier_multi_setopt_pointer(multi, CURLMOPT_SOCKETDATA, me)
-        courier_multi_setopt_timer_function(multi, driverTimerCallback)
-        courier_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, me)
-        courier_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, limits.maximumConnectionsPerHost)
-        courier_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, limits.maximumTotalConnections)
     }
 
     /// Milliseconds until libcurl's timer, rounded up; -1 when there is none.
@@ -138,31 +165,31 @@ final class CurlDriver: @unchecked Sendable {
         return Int32(min((deadline - now + 999_999) / 1_000_000, 60_000))
     }
 
-    /// Runs the queued commands. Returns true when the driver should stop.
-    private func processInbox() -> Bool {
-        let (commands, shuttingDown) = inbox.withLock { inbox in
+    /// Takes the queued commands and clears the wakeup flag, so the next submission wakes us.
+    private func takeCommands() -> ([Command], Bool) {
+        inbox.withLock { inbox in
             defer {
                 inbox.commands.removeAll(keepingCapacity: true)
                 inbox.signalled = false
             }
             return (inbox.commands, inbox.shuttingDown)
         }
-        for command in commands {
-            switch command {
-            case .add(let transfer): add(transfer)
-            case .remove(let transfer): detach(transfer)
-            case .pause(let transfer):
-                if let easy = transfer.easy { curl_easy_pause(easy, CURLPAUSE_ALL) }
-            case .unpause(let transfer):
-                if let easy = transfer.easy { curl_easy_pause(easy, CURLPAUSE_CONT) }
-            }
+    }
+
+    private func perform(_ command: Command) {
+        switch command {
+        case .add(let transfer): add(transfer)
+        case .remove(let transfer): detach(transfer)
+        case .pause(let transfer):
+            if let easy = transfer.easy { curl_easy_pause(easy, CURLPAUSE_ALL) }
+        case .unpause(let transfer):
+            if let easy = transfer.easy { curl_easy_pause(easy, CURLPAUSE_CONT) }
         }
-        return shuttingDown
     }
 
     private func add(_ transfer: Transfer) {
         guard transfer.driverWillAdd() == .add else { return }
-        let easy = idleHandles.popLast() ?? curl_easy_init()!
+        let easy = handles.take(for: transfer)
         transfer.easy = easy
         transfer.beginHop()
         active[ObjectIdentifier(transfer)] = transfer
@@ -186,15 +213,9 @@ final class CurlDriver: @unchecked Sendable {
     private func detach(_ transfer: Transfer) {
         guard let easy = transfer.easy else { return }
         curl_multi_remove_handle(multi, easy)
-        transfer.releaseConfiguration()
         transfer.easy = nil
         active.removeValue(forKey: ObjectIdentifier(transfer))
-        if idleHandles.count < Self.idleHandleLimit {
-            curl_easy_reset(easy)
-            idleHandles.append(easy)
-        } else {
-            curl_easy_cleanup(easy)
-        }
+        handles.giveBack(easy, after: transfer)
     }
 
     private func readCompletions() {
@@ -205,8 +226,7 @@ final class CurlDriver: @unchecked Sendable {
             var pointer: UnsafeMutableRawPointer?
             courier_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &pointer)
             guard let pointer else { continue }
-            let transfer = Unmanaged<Transfer>.fromOpaque(pointer).takeUnretainedValue()
-            finish(transfer, easy: easy, code: code)
+            finish(Unmanaged<Transfer>.fromOpaque(pointer).takeUnretainedValue(), easy: easy, code: code)
         }
     }
 
@@ -215,14 +235,15 @@ final class CurlDriver: @unchecked Sendable {
             detach(transfer)  // cancelled meanwhile; the caller already has its answer
             return
         }
-        let result = TransferOutcome.evaluate(transfer, easy: easy, code: code)
-        switch result {
+        switch TransferOutcome.evaluate(transfer, easy: easy, code: code) {
         case .redirect(let next):
             transfer.earlierHopsDuration += TransferOutcome.totalTime(easy)
             curl_multi_remove_handle(multi, easy)
-            transfer.releaseConfiguration()
+            // The next hop may change method and body: start from libcurl's defaults.
             curl_easy_reset(easy)
+            transfer.handleIsClean = false
             transfer.current = next
+            transfer.prepared = PreparedHop(next)
             transfer.redirectCount += 1
             transfer.beginHop()
             do {
@@ -244,29 +265,61 @@ final class CurlDriver: @unchecked Sendable {
             transfer.cancel()
             detach(transfer)
         }
-        // Commands that arrived after the last inbox pass: fail their transfers.
-        let leftovers = inbox.withLock { inbox in
-            defer { inbox.commands.removeAll() }
-            return inbox.commands
-        }
+        // Commands that arrived after the last pass: their transfers end cancelled.
+        let (leftovers, _) = takeCommands()
         for case .add(let transfer) in leftovers { transfer.cancel() }
-        for easy in idleHandles { curl_easy_cleanup(easy) }
-        idleHandles.removeAll()
+        handles.removeAll()
         // Socket callbacks can still fire in here; `self` is alive (this thread holds it).
         curl_multi_cleanup(multi)
         multi = nil
-        close(wakeFD)
+        inbox.withLock { inbox in
+            close(inbox.wakeFD)
+            inbox.wakeFD = -1
+        }
         close(epollFD)
     }
 
     // MARK: - libcurl multi callbacks (driver thread)
 
+    /// Mirrors libcurl's interest in a socket into the epoll set with as few `epoll_ctl` calls
+    /// as possible. libcurl 7.88 removes a keep-alive connection's socket when its transfer ends
+    /// and adds it again for the next one; a connection socket is therefore only "parked" on
+    /// removal, and taken back without a system call when the interest is the same.
     fileprivate func watch(socket: Int32, what: Int32) {
         if what == CURL_POLL_REMOVE {
-            courier_epoll_unwatch(epollFD, socket)
-        } else {
-            courier_epoll_watch(epollFD, socket, what)
+            guard let entry = registered[socket] else { return }
+            if connectionSockets.contains(socket) {
+                registered[socket] = (entry.what, true)
+            } else {
+                // Not ours to track (e.g. the resolver's socket pair): gone for good.
+                registered[socket] = nil
+                courier_epoll_unwatch(epollFD, socket)
+            }
+            return
         }
+        let previous = registered[socket]
+        registered[socket] = (what, false)
+        guard previous?.what != what else { return }
+        let add: Int32 = previous == nil ? 1 : 0
+        if courier_epoll_set(epollFD, socket, what, add) != 0 {
+            // Out of step with the kernel (a descriptor closed and reused): the other operation.
+            courier_epoll_set(epollFD, socket, what, 1 - add)
+        }
+    }
+
+    /// CURLOPT_OPENSOCKETFUNCTION: a connection socket is born.
+    fileprivate func openSocket(_ address: UnsafeMutablePointer<curl_sockaddr>) -> Int32 {
+        let socket = courier_open_socket(address)
+        if socket >= 0 { connectionSockets.insert(socket) }
+        return socket
+    }
+
+    /// CURLOPT_CLOSESOCKETFUNCTION: a connection socket dies. Closing it also takes it out of
+    /// the epoll set (libcurl never duplicates its sockets).
+    fileprivate func closeSocket(_ socket: Int32) -> Int32 {
+        connectionSockets.remove(socket)
+        registered[socket] = nil
+        return close(socket)
     }
 
     fileprivate func setTimer(milliseconds: Int) {
@@ -279,6 +332,18 @@ private let driverSocketCallback: curl_socket_callback = { _, socket, what, user
     let driver = Unmanaged<CurlDriver>.fromOpaque(userdata!).takeUnretainedValue()
     driver.watch(socket: socket, what: what)
     return 0
+}
+
+/// CURLOPT_OPENSOCKETFUNCTION (set on every easy handle with the driver as its data).
+let driverOpenSocketCallback: curl_opensocket_callback = { userdata, _, address in
+    let driver = Unmanaged<CurlDriver>.fromOpaque(userdata!).takeUnretainedValue()
+    return driver.openSocket(address!)
+}
+
+/// CURLOPT_CLOSESOCKETFUNCTION (set on every easy handle with the driver as its data).
+let driverCloseSocketCallback: curl_closesocket_callback = { userdata, socket in
+    let driver = Unmanaged<CurlDriver>.fromOpaque(userdata!).takeUnretainedValue()
+    return driver.closeSocket(socket)
 }
 
 /// CURLMOPT_TIMERFUNCTION: libcurl asks to be called after `timeout` ms (-1: no timer).

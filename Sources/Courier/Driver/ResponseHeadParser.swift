@@ -1,91 +1,158 @@
 import Foundation
 import HTTPTypes
 
-/// Builds an `HTTPResponse` from the header lines libcurl hands to `CURLOPT_HEADERFUNCTION`.
+/// Records the response head from the lines libcurl hands to `CURLOPT_HEADERFUNCTION`.
 ///
 /// libcurl calls the header function once per line, including the status line and the blank
-/// line that ends the head, for every response it reads: interim 1xx responses, and (when
-/// libcurl follows redirects) each hop. A new status line therefore starts a new head.
-/// Trailers of a chunked body arrive after the head is complete and are ignored.
-struct ResponseHeadParser {
-    private(set) var status: HTTPResponse.Status?
-    private(set) var fields = HTTPFields()
+/// line that ends the head, for every head it reads (interim 1xx responses included), so a new
+/// status line starts a new head. Trailers of a chunked body arrive after the head is complete
+/// and are ignored.
+///
+/// On the driver thread it only copies the lines and picks out the few facts the driver needs
+/// (status, `Content-Length`, `Content-Encoding`, `Location`); building `HTTPFields`, which
+/// validates and lower-cases every name, happens later on the caller's side (``response``).
+struct ResponseHeadParser: Sendable {
+    private(set) var statusCode = 0
     private(set) var isComplete = false
     /// `Content-Length` of the current head, when present and valid.
     private(set) var contentLength: Int64?
+    private(set) var hasContentEncoding = false
+    private(set) var hasLocation = false
+    /// The reason phrase, then each header line, each followed by LF.
+    private var lines: [UInt8] = []
+    private var reasonLength = 0
 
     mutating func reset() {
-        status = nil
-        fields = HTTPFields()
+        statusCode = 0
         isComplete = false
         contentLength = nil
-    }
-
-    /// The response head, once the blank line ending it has arrived.
-    var response: HTTPResponse? {
-        guard let status else { return nil }
-        return HTTPResponse(status: status, headerFields: fields)
+        hasContentEncoding = false
+        hasLocation = false
+        lines.removeAll(keepingCapacity: true)
+        reasonLength = 0
     }
 
     /// Whether the head that just completed is interim (1xx): the real one follows.
-    var isInterim: Bool {
-        guard let status else { return false }
-        return status.kind == .informational
-    }
+    var isInterim: Bool { statusCode >= 100 && statusCode < 200 }
 
     /// Feeds one header line, CRLF included. Returns true when this line completed a head.
     mutating func consume(_ line: UnsafeRawBufferPointer) -> Bool {
         var end = line.count
         while end > 0, line[end - 1] == 0x0A || line[end - 1] == 0x0D { end -= 1 }
         if end == 0 {
-            // Blank line: end of a head.
-            guard status != nil, !isComplete else { return false }
+            guard statusCode != 0, !isComplete else { return false }
             isComplete = true
             return true
         }
-        if line.count >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"),
+        if end >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"),
             line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/")
         {
             reset()
-            status = Self.parseStatusLine(UnsafeRawBufferPointer(rebasing: line[0..<end]))
+            parseStatusLine(UnsafeRawBufferPointer(rebasing: line[0..<end]))
             return false
         }
-        guard status != nil, !isComplete else { return false }  // trailers, or garbage before a status line
-        if line[0] == 0x20 || line[0] == 0x09 {
-            return false  // obsolete line folding (RFC 9112 section 5.2): ignored
+        guard statusCode != 0, !isComplete else { return false }  // trailers, or garbage before a status line
+        let text = UnsafeRawBufferPointer(rebasing: line[0..<end])
+        if Self.hasName(text, "content-length") {
+            contentLength = Self.integerValue(text, after: 15)
+        } else if Self.hasName(text, "content-encoding") {
+            hasContentEncoding = true
+        } else if Self.hasName(text, "location") {
+            hasLocation = true
         }
-        guard let colon = line[0..<end].firstIndex(of: UInt8(ascii: ":")), colon > 0 else { return false }
-        let nameText = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self)
-        var valueStart = colon + 1
-        var valueEnd = end
-        while valueStart < valueEnd, line[valueStart] == 0x20 || line[valueStart] == 0x09 { valueStart += 1 }
-        while valueEnd > valueStart, line[valueEnd - 1] == 0x20 || line[valueEnd - 1] == 0x09 { valueEnd -= 1 }
-        guard let name = HTTPField.Name(nameText) else { return false }
-        let value = UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd])
-        let field = HTTPField(name: name, value: value)
-        if name == .contentLength {
-            contentLength = Int64(field.value)
-        }
-        fields.append(field)
+        lines.append(contentsOf: text)
+        lines.append(0x0A)
         return false
     }
 
+    /// The response head: status, reason phrase and fields. Invalid field names are skipped,
+    /// invalid value bytes become spaces (`HTTPField`'s rules); obsolete line folding is dropped.
+    var response: HTTPResponse? {
+        guard statusCode != 0 else { return nil }
+        return lines.withUnsafeBytes { bytes -> HTTPResponse in
+            let reason = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[0..<reasonLength]), as: UTF8.self)
+            var fields = HTTPFields()
+            var start = reasonLength + 1
+            while start < bytes.count {
+                let end = bytes[start...].firstIndex(of: 0x0A) ?? bytes.count
+                Self.appendField(UnsafeRawBufferPointer(rebasing: bytes[start..<end]), to: &fields)
+                start = end + 1
+            }
+            return HTTPResponse(status: .init(code: statusCode, reasonPhrase: reason), headerFields: fields)
+        }
+    }
+
+    private static func appendField(_ line: UnsafeRawBufferPointer, to fields: inout HTTPFields) {
+        guard let first = line.first, first != 0x20, first != 0x09 else { return }  // obs-fold
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > 0 else { return }
+        let nameBytes = UnsafeRawBufferPointer(rebasing: line[0..<colon])
+        guard let name = Self.commonName(nameBytes) ?? HTTPField.Name(String(decoding: nameBytes, as: UTF8.self))
+        else { return }
+        var valueStart = colon + 1
+        var valueEnd = line.count
+        while valueStart < valueEnd, line[valueStart] == 0x20 || line[valueStart] == 0x09 { valueStart += 1 }
+        while valueEnd > valueStart, line[valueEnd - 1] == 0x20 || line[valueEnd - 1] == 0x09 { valueEnd -= 1 }
+        fields.append(HTTPField(name: name, value: UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd])))
+    }
+
+    /// Names servers send on almost every response, matched byte for byte in the casing they
+    /// are usually sent in, so that building `HTTPFields` skips validating and lower-casing them.
+    /// A name sent in other casing takes the general path and keeps its casing.
+    private static let commonNames: [HTTPField.Name] = [
+        .contentType, .contentLength, .date, .server, .connection, .lastModified, .eTag, .acceptRanges,
+        .cacheControl, .contentEncoding, .transferEncoding, .vary, .expires, .location, .setCookie, .age,
+        .accessControlAllowOrigin, .accessControlAllowCredentials,
+    ]
+
+    private static func commonName(_ bytes: UnsafeRawBufferPointer) -> HTTPField.Name? {
+        for name in commonNames where name.rawName.utf8.count == bytes.count {
+            if name.rawName.utf8.elementsEqual(bytes) { return name }
+        }
+        return nil
+    }
+
+    /// Whether the line starts with `name:` (ASCII case-insensitive; `name` is lower case).
+    private static func hasName(_ line: UnsafeRawBufferPointer, _ name: StaticString) -> Bool {
+        let count = name.utf8CodeUnitCount
+        guard line.count > count, line[count] == UInt8(ascii: ":") else { return false }
+        let expected = name.utf8Start
+        for index in 0..<count where line[index] | 0x20 != expected[index] { return false }
+        return true
+    }
+
+    private static func integerValue(_ line: UnsafeRawBufferPointer, after offset: Int) -> Int64? {
+        var value: Int64 = 0
+        var digits = 0
+        for byte in line[offset...] {
+            if byte == 0x20 || byte == 0x09 {
+                if digits > 0 { break }
+                continue
+            }
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 18 else { return nil }
+            value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+            digits += 1
+        }
+        return digits > 0 ? value : nil
+    }
+
     /// `HTTP/1.1 200 OK`, `HTTP/2 204`: the code, and the reason phrase when there is one.
-    static func parseStatusLine(_ line: UnsafeRawBufferPointer) -> HTTPResponse.Status? {
-        guard let space = line.firstIndex(of: 0x20) else { return nil }
+    private mutating func parseStatusLine(_ line: UnsafeRawBufferPointer) {
+        guard let space = line.firstIndex(of: 0x20) else { return }
         var index = space
         while index < line.count, line[index] == 0x20 { index += 1 }
-        guard index + 3 <= line.count else { return nil }
+        guard index + 3 <= line.count else { return }
         var code = 0
         for offset in 0..<3 {
             let byte = line[index + offset]
-            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return }
             code = code * 10 + Int(byte - UInt8(ascii: "0"))
         }
-        guard code >= 100, code <= 999 else { return nil }
+        guard code >= 100 else { return }
         index += 3
         while index < line.count, line[index] == 0x20 { index += 1 }
-        let reason = String(decoding: UnsafeRawBufferPointer(rebasing: line[index..<line.count]), as: UTF8.self)
-        return HTTPResponse.Status(code: code, reasonPhrase: reason)
+        lines.append(contentsOf: line[index...])
+        reasonLength = line.count - index
+        lines.append(0x0A)
+        statusCode = code
     }
 }

@@ -23,34 +23,33 @@ private let redirectStatuses: Set<Int> = [301, 302, 303, 307, 308]
 
 extension Transfer {
     func receiveHeaderLine(_ line: UnsafeRawBufferPointer) -> Int {
-        guard head.consume(line), !head.isInterim, let status = head.status else { return line.count }
-        let fields = head.fields
-        if current.options.followRedirects, redirectStatuses.contains(status.code), fields[.location] != nil {
+        guard head.consume(line), !head.isInterim else { return line.count }
+        if hop.followRedirects, redirectStatuses.contains(head.statusCode), head.hasLocation {
             discardingBody = true
             return line.count
         }
         // With a content encoding, Content-Length counts encoded bytes, not what we receive.
-        expectedBytes = fields[.contentEncoding] == nil ? head.contentLength : nil
-        if let limit = current.options.maximumResponseSize, let declared = head.contentLength, declared > limit {
+        expectedBytes = head.hasContentEncoding ? nil : head.contentLength
+        if let limit = hop.maximumResponseSize, let declared = head.contentLength, declared > limit {
             callbackFailure = tooLarge(limit: limit)
             return 0  // aborts the transfer with CURLE_WRITE_ERROR
         }
         if let expectedBytes, expectedBytes > 0 {
             body.reserveCapacity(Int(min(expectedBytes, 16 << 20)))
         }
-        downloadProgress.update(completedBytes: 0, totalBytes: expectedBytes)
+        reporters?.download.update(completedBytes: 0, totalBytes: expectedBytes)
         return line.count
     }
 
     func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {
         if discardingBody { return bytes.count }
         receivedBytes += Int64(bytes.count)
-        if let limit = current.options.maximumResponseSize, receivedBytes > limit {
+        if let limit = hop.maximumResponseSize, receivedBytes > limit {
             callbackFailure = tooLarge(limit: limit)
             return bytes.count == 0 ? 1 : 0  // any other count aborts with CURLE_WRITE_ERROR
         }
         body.append(bytes.assumingMemoryBound(to: UInt8.self))
-        downloadProgress.update(completedBytes: receivedBytes, totalBytes: expectedBytes)
+        reporters?.download.update(completedBytes: receivedBytes, totalBytes: expectedBytes)
         return bytes.count
     }
 

@@ -3,23 +3,36 @@ import Foundation
 import HTTPTypes
 
 extension Transfer {
-    /// Sets every option of the current hop on a fresh (or reset) easy handle. Driver thread.
+    /// Sets the options of the current hop on the easy handle. Driver thread.
+    ///
+    /// A clean handle (see `EasyHandlePool`) already carries the session-wide options and
+    /// gets only the per-request ones; any other handle is fresh or reset and gets all.
     func configure(_ easy: UnsafeMutableRawPointer) throws(CourierError) {
+        if !handleIsClean { configureCommonOptions(easy, current.options) }
         let request = current
-        let options = request.options
         let me = Unmanaged.passUnretained(self).toOpaque()
-
-        try check(courier_easy_setopt_string(easy, CURLOPT_URL, request.url.absoluteString), easy)
+        try check(courier_easy_setopt_string(easy, CURLOPT_URL, prepared.url), easy)
         courier_easy_setopt_pointer(easy, CURLOPT_PRIVATE, me)
-        courier_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
-        courier_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-        courier_easy_setopt_write_function(easy, transferWriteCallback)
         courier_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, me)
-        courier_easy_setopt_header_function(easy, transferHeaderCallback)
         courier_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, me)
+        courier_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
+        try configureMethodAndBody(easy, request)
+        courier_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, prepared.headers)
+    }
+
+    /// The options every transfer of the session shares.
+    private func configureCommonOptions(_ easy: UnsafeMutableRawPointer, _ options: TransferOptions) {
+        courier_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        let driverPointer = Unmanaged.passUnretained(driver).toOpaque()
+        courier_easy_setopt_opensocket_function(easy, driverOpenSocketCallback)
+        courier_easy_setopt_pointer(easy, CURLOPT_OPENSOCKETDATA, driverPointer)
+        courier_easy_setopt_closesocket_function(easy, driverCloseSocketCallback)
+        courier_easy_setopt_pointer(easy, CURLOPT_CLOSESOCKETDATA, driverPointer)
+        courier_easy_setopt_write_function(easy, transferWriteCallback)
+        courier_easy_setopt_header_function(easy, transferHeaderCallback)
 
         // Only http and https, for requests and redirects alike (SPEC section 8). Courier
-        // follows redirects itself (see CurlDriver.followRedirect), so libcurl never does.
+        // follows redirects itself (see CurlDriver.finish), so libcurl never does.
         courier_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         courier_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         courier_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0)
@@ -38,7 +51,8 @@ extension Transfer {
         if let total = options.totalTimeout {
             courier_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, total.milliseconds))
         }
-        courier_easy_setopt_long(easy, CURLOPT_MAXAGE_CONN, max(1, options.connectionIdleTimeout.wholeSecondsRoundedUp))
+        courier_easy_setopt_long(
+            easy, CURLOPT_MAXAGE_CONN, max(1, options.connectionIdleTimeout.wholeSecondsRoundedUp))
         if let limit = options.maximumResponseSize {
             courier_easy_setopt_off_t(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit))
         }
@@ -48,9 +62,6 @@ extension Transfer {
         if let caBundlePath = options.caBundlePath {
             courier_easy_setopt_string(easy, CURLOPT_CAINFO, caBundlePath)
         }
-
-        try configureMethodAndBody(easy, request)
-        configureHeaders(easy, request)
     }
 
     private func configureMethodAndBody(
@@ -87,32 +98,10 @@ extension Transfer {
         }
     }
 
-    private func configureHeaders(_ easy: UnsafeMutableRawPointer, _ request: TransferRequest) {
-        var list: UnsafeMutablePointer<curl_slist>?
-        for field in request.head.headerFields {
-            if field.name == .contentLength || field.name == .transferEncoding { continue }
-            // "Name:" would make libcurl drop the header; "Name;" sends it empty.
-            let line = field.value.isEmpty ? "\(field.name.rawName);" : "\(field.name.rawName): \(field.value)"
-            list = curl_slist_append(list, line)
-        }
-        if request.body != nil, request.head.headerFields[.expect] == nil {
-            // No `Expect: 100-continue` round trip unless the caller asks for one.
-            list = curl_slist_append(list, "Expect:")
-        }
-        headerList = list
-        courier_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list)
-    }
-
     private func check(_ code: CURLcode, _ easy: UnsafeMutableRawPointer) throws(CourierError) {
         guard code != CURLE_OK else { return }
         throw CourierError.fromCurl(
             code, detail: String(cString: errorBuffer), context: .init(url: current.url, message: ""))
-    }
-
-    /// Frees what `configure` allocated. Driver thread, after the handle left the multi handle.
-    func releaseConfiguration() {
-        if let headerList { curl_slist_free_all(headerList) }
-        headerList = nil
     }
 }
 

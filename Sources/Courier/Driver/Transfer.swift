@@ -19,18 +19,26 @@ final class Transfer: @unchecked Sendable {
 
     let original: TransferRequest
     let driver: CurlDriver
-    let downloadProgress: ProgressReporter
-    let uploadProgress: ProgressReporter
+    /// Progress reporters, when somebody can watch them (task objects); nil for plain calls.
+    let reporters: TransferReporters?
     private let lifecycle = Mutex(Lifecycle())
 
     // MARK: Driver-thread state
 
     /// The easy handle while the transfer is on the multi handle.
     var easy: UnsafeMutableRawPointer?
-    /// The header list given to `CURLOPT_HTTPHEADER`; freed when the handle is detached.
-    var headerList: UnsafeMutablePointer<curl_slist>?
+    /// The handle last ran a plain transfer with the same options: only per-request options
+    /// need setting (see `EasyHandlePool`).
+    var handleIsClean = false
     /// The request of the current hop (redirects change URL, method, body and some headers).
-    var current: TransferRequest
+    var current: TransferRequest {
+        didSet { hop = HopSettings(current) }
+    }
+    /// What the callbacks need of `current`, copied out so the hot path touches no strings.
+    private(set) var hop: HopSettings
+    /// `CURLOPT_URL` and `CURLOPT_HTTPHEADER` of the current hop, built on the caller's thread
+    /// for the first hop (curl_slist_append needs no handle) and on the driver for redirects.
+    var prepared: PreparedHop
     var redirectCount = 0
     var head = ResponseHeadParser()
     /// The current hop is a redirect whose body is thrown away.
@@ -44,14 +52,15 @@ final class Transfer: @unchecked Sendable {
     var earlierHopsDuration: Duration = .zero
     let errorBuffer: UnsafeMutablePointer<CChar>
 
-    init(request: TransferRequest, driver: CurlDriver, reporters: TransferReporters = TransferReporters()) {
+    init(request: TransferRequest, driver: CurlDriver, reporters: TransferReporters? = nil) {
         self.original = request
         self.current = request
+        self.hop = HopSettings(request)
+        self.prepared = PreparedHop(request)
         self.driver = driver
-        self.downloadProgress = reporters.download
-        self.uploadProgress = reporters.upload
+        self.reporters = reporters
         self.errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
-        self.errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+        self.errorBuffer[0] = 0
     }
 
     deinit {
@@ -84,8 +93,7 @@ final class Transfer: @unchecked Sendable {
         }
         guard action != .none else { return }
         for waiter in waiters { waiter.resume(throwing: CancellationError()) }
-        downloadProgress.finish(succeeded: false)
-        uploadProgress.finish(succeeded: false)
+        reporters?.finish(succeeded: false)
         if action == .finishAndRemove { _ = driver.submit(.remove(self)) }
     }
 
@@ -146,10 +154,9 @@ final class Transfer: @unchecked Sendable {
             return state.waiters
         }
         guard let waiters else { return }
-        let succeeded: Bool
-        if case .success = result { succeeded = true } else { succeeded = false }
-        downloadProgress.finish(succeeded: succeeded)
-        uploadProgress.finish(succeeded: succeeded)
+        if let reporters {
+            if case .success = result { reporters.finish(succeeded: true) } else { reporters.finish(succeeded: false) }
+        }
         for waiter in waiters { waiter.resume(with: result) }
     }
 
@@ -162,5 +169,49 @@ final class Transfer: @unchecked Sendable {
         expectedBytes = nil
         callbackFailure = nil
         errorBuffer[0] = 0
+    }
+}
+
+/// The few facts about the current hop that libcurl's callbacks read for every chunk.
+struct HopSettings {
+    var followRedirects: Bool
+    var maximumResponseSize: Int64?
+    var isPlain: Bool
+
+    init(_ request: TransferRequest) {
+        followRedirects = request.options.followRedirects
+        maximumResponseSize = request.options.maximumResponseSize
+        isPlain = request.isPlain
+    }
+}
+
+/// The URL string and header list of one hop, ready for `curl_easy_setopt`.
+///
+/// `@unchecked Sendable`: made on one thread, then owned by the transfer and read only on the
+/// driver thread. The list is freed when the transfer goes; an idle easy handle may still
+/// point at it, but libcurl reads `CURLOPT_HTTPHEADER` only while a transfer runs, and every
+/// transfer sets its own list first.
+final class PreparedHop: @unchecked Sendable {
+    let url: String
+    let headers: UnsafeMutablePointer<curl_slist>?
+
+    init(_ request: TransferRequest) {
+        url = request.urlString
+        var list: UnsafeMutablePointer<curl_slist>?
+        for field in request.head.headerFields {
+            if field.name == .contentLength || field.name == .transferEncoding { continue }
+            // "Name:" would make libcurl drop the header; "Name;" sends it empty.
+            let line = field.value.isEmpty ? "\(field.name.rawName);" : "\(field.name.rawName): \(field.value)"
+            list = curl_slist_append(list, line)
+        }
+        if request.body != nil, request.head.headerFields[.expect] == nil {
+            // No `Expect: 100-continue` round trip unless the caller asks for one.
+            list = curl_slist_append(list, "Expect:")
+        }
+        headers = list
+    }
+
+    deinit {
+        if let headers { curl_slist_free_all(headers) }
     }
 }

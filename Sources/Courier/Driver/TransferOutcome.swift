@@ -18,13 +18,13 @@ enum TransferOutcome {
             let detail = String(cString: transfer.errorBuffer)
             return .done(.failure(CourierError.fromCurl(code, detail: detail, context: context)))
         }
-        guard transfer.head.isComplete, let response = transfer.head.response else {
+        guard transfer.head.isComplete, transfer.head.statusCode != 0 else {
             return .done(
                 .failure(
                     CourierError.invalidResponse(
                         .init(url: request.url, message: "The server closed the connection without a response head"))))
         }
-        if transfer.discardingBody {
+        if transfer.discardingBody, let response = transfer.head.response {
             do {
                 let location = redirectLocation(easy, response: response, base: request.url)
                 return .redirect(
@@ -40,13 +40,15 @@ enum TransferOutcome {
         return .done(
             .success(
                 TransferOutput(
-                    request: request.head, url: request.url, response: response, body: transfer.body, metrics: metrics))
+                    request: request.head, head: transfer.head, body: transfer.body,
+                    metrics: metrics))
         )
     }
 
     /// libcurl's resolution of `Location` against the current URL (CURLINFO_REDIRECT_URL), or
     /// Foundation's when libcurl has none (it refuses some schemes).
-    private static func redirectLocation(_ easy: UnsafeMutableRawPointer, response: HTTPResponse, base: URL) -> String {
+    private static func redirectLocation(_ easy: UnsafeMutableRawPointer, response: HTTPResponse, base: URL?) -> String
+    {
         var pointer: UnsafePointer<CChar>?
         if courier_easy_getinfo_string(easy, CURLINFO_REDIRECT_URL, &pointer) == CURLE_OK, let pointer {
             return String(cString: pointer)
@@ -132,7 +134,7 @@ enum RedirectPolicy {
                 .init(url: request.url, response: response, message: "Invalid redirect location '\(location)'"))
         }
         var next = request
-        next.url = target
+        next.urlString = target.absoluteString
         next.head.url = target
         // 301, 302 and 303 turn the request into a GET without body (HEAD stays HEAD);
         // 307 and 308 repeat it as it was.
@@ -141,7 +143,7 @@ enum RedirectPolicy {
             next.body = nil
             for name in bodyHeaders { next.head.headerFields[name] = nil }
         }
-        if !Self.sameOrigin(request.url, target) {
+        if request.url.map({ !Self.sameOrigin($0, target) }) ?? true {
             for name in credentialHeaders { next.head.headerFields[name] = nil }
         }
         return next

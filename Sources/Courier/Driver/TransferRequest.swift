@@ -6,16 +6,25 @@ import HTTPTypes
 struct TransferRequest: Sendable {
     /// The request head as the manager built and `adapt(_:)` returned it.
     var head: HTTPRequest
-    /// The absolute http(s) URL; `head`'s scheme, authority and path agree with it.
-    var url: URL
+    /// The absolute http(s) URL as text, as libcurl takes it; `head`'s scheme, authority and
+    /// path make it up.
+    var urlString: String
     /// The request body, if any.
     var body: Data?
     /// Limits, timeouts and protocol choices.
     var options: TransferOptions
+
+    /// The URL, parsed on demand (error messages, redirects): the request path never parses it.
+    var url: URL? { URL(string: urlString) }
+
+    /// A GET or HEAD without body: the shape whose easy handle can be reused without a reset.
+    var isPlain: Bool {
+        body == nil && (head.method == .get || head.method == .head)
+    }
 }
 
 /// Per-transfer settings derived from the session configuration.
-struct TransferOptions: Sendable {
+struct TransferOptions: Sendable, Equatable {
     var connectTimeout: Duration = .seconds(30)
     /// No bytes in either direction for this long fails the transfer (`CURLOPT_LOW_SPEED_TIME`).
     var idleTimeout: Duration = .seconds(60)
@@ -52,9 +61,8 @@ public enum HTTPVersionPreference: Sendable, Hashable {
 struct TransferOutput: Sendable {
     /// The request of the final hop (after redirects).
     var request: HTTPRequest
-    /// The URL of the final hop.
-    var url: URL
-    var response: HTTPResponse
+    /// The recorded response head; turned into an `HTTPResponse` on the caller's side.
+    var head: ResponseHeadParser
     var body: Data
     var metrics: TransferMetrics
 }

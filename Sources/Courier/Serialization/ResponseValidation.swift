@@ -5,14 +5,14 @@ import HTTPTypes
 /// code, then an acceptable `Content-Type` (AFURLResponseSerialization's order).
 public struct ResponseValidation: Sendable, Hashable {
     /// Status codes that count as success. Default `200..<300`.
-    public var acceptableStatusCodes: Set<Int>
+    public var acceptableStatusCodes: StatusCodeSet
     /// Media types accepted, or nil for any. Entries are `type/subtype`, `type/*`, `*/*`, or
     /// `*/*+suffix` for structured-syntax suffixes (RFC 6838 section 4.2.8), e.g. `*/*+json`.
     public var acceptableContentTypes: Set<String>?
 
     /// Creates a validation.
     public init(acceptableStatusCodes: some Sequence<Int> = 200..<300, acceptableContentTypes: Set<String>? = nil) {
-        self.acceptableStatusCodes = Set(acceptableStatusCodes)
+        self.acceptableStatusCodes = StatusCodeSet(acceptableStatusCodes)
         self.acceptableContentTypes = acceptableContentTypes.map { Set($0.map { $0.lowercased() }) }
     }
 

@@ -32,6 +32,7 @@ import Synchronization
 open class HTTPSessionManager {
     /// The URL that relative paths resolve against (with a trailing slash added when missing).
     public nonisolated let baseURL: URL?
+    private nonisolated let base: BaseURL?
     /// The configuration the manager was created with.
     public nonisolated let configuration: HTTPSessionConfiguration
     /// Where the manager logs (at `debug` and `trace` level).
@@ -39,13 +40,36 @@ open class HTTPSessionManager {
 
     nonisolated let driver: CurlDriver
     private nonisolated let settings: Mutex<Settings>
+    /// False for `HTTPSessionManager` itself, whose hooks return their input unchanged: its
+    /// requests skip the two hops to the session actor. Subclasses always run the hooks.
+    private nonisolated let runsHooks: Bool
+
+    private nonisolated let transferOptions: TransferOptions
 
     private struct Settings {
         var requestSerializer: any RequestSerializer = HTTPRequestSerializer()
         var responseSerializer: any ResponseSerializer<JSON> = JSONResponseSerializer()
-        var additionalHeaders: [String: String]
+        var additionalHeaders: [String: String] {
+            didSet { cachedSessionFields = nil }
+        }
         var decoder = JSONDecoder()
         var encoder = JSONEncoder()
+        /// The default headers plus `additionalHeaders`, validated once per change.
+        private var cachedSessionFields: HTTPFields?
+
+        init(additionalHeaders: [String: String]) {
+            self.additionalHeaders = additionalHeaders
+        }
+
+        mutating func sessionFields() throws(CourierError) -> HTTPFields {
+            if let cachedSessionFields { return cachedSessionFields }
+            var fields = HTTPFields()
+            fields[.userAgent] = RequestBuilding.userAgent
+            fields[.acceptLanguage] = RequestBuilding.acceptLanguage
+            try RequestBuilding.apply(additionalHeaders, to: &fields)
+            cachedSessionFields = fields
+            return fields
+        }
     }
 
     /// Creates a manager. Paths given to its methods resolve against `baseURL`, which gets a
@@ -55,9 +79,12 @@ open class HTTPSessionManager {
         logger: Logger = Logger(label: "courier")
     ) {
         self.baseURL = RequestBuilding.normalizedBaseURL(baseURL)
+        self.base = BaseURL(self.baseURL)
         self.configuration = configuration
         self.logger = logger
         self.settings = Mutex(Settings(additionalHeaders: configuration.additionalHeaders))
+        self.runsHooks = type(of: self) != HTTPSessionManager.self
+        self.transferOptions = configuration.transferOptions
         self.driver = CurlDriver(
             limits: .init(
                 maximumConnectionsPerHost: configuration.maximumConnectionsPerHost,
@@ -130,14 +157,19 @@ open class HTTPSessionManager {
 
     /// Builds the request head, encodes parameters; nonisolated, before anything is sent.
     nonisolated func prepare(_ call: Call) throws(CourierError) -> SerializedRequest {
-        let url = try RequestBuilding.resolve(call.path, against: baseURL)
-        let (serializer, sessionHeaders) = settings.withLock { ($0.requestSerializer, $0.additionalHeaders) }
-        var fields = HTTPFields()
-        fields[.userAgent] = RequestBuilding.userAgent
-        fields[.acceptLanguage] = RequestBuilding.acceptLanguage
-        try RequestBuilding.apply(sessionHeaders, to: &fields)
-        try RequestBuilding.apply(call.headers, to: &fields)
-        let head = HTTPRequest(method: call.method, url: url, headerFields: fields)
+        let (serializer, sessionFields) = try settings.withLock { settings throws(CourierError) in
+            (settings.requestSerializer, try settings.sessionFields())
+        }
+        var fields = sessionFields
+        if !call.headers.isEmpty { try RequestBuilding.apply(call.headers, to: &fields) }
+        let head: HTTPRequest
+        if let base, let path = base.resolvePlain(call.path) {
+            head = HTTPRequest(
+                method: call.method, scheme: base.scheme, authority: base.authority, path: path, headerFields: fields)
+        } else {
+            let url = try RequestBuilding.resolve(call.path, against: baseURL)
+            head = HTTPRequest(method: call.method, url: url, headerFields: fields)
+        }
         if let body = call.body {
             return SerializedRequest(request: head, body: body)
         }
@@ -150,15 +182,15 @@ open class HTTPSessionManager {
         register: (@Sendable (Transfer) -> Void)? = nil
     ) async throws -> DataResponse<Serializer.Value> {
         let serialized = try prepare(call)
-        let adapted = try await adapt(serialized.request)
-        let url = try RequestBuilding.url(of: adapted)
+        let adapted = runsHooks ? try await adapt(serialized.request) : serialized.request
         let request = TransferRequest(
-            head: adapted, url: url, body: serialized.body, options: configuration.transferOptions)
-        let transfer = Transfer(request: request, driver: driver, reporters: reporters ?? TransferReporters())
+            head: adapted, urlString: try RequestBuilding.urlString(of: adapted), body: serialized.body,
+            options: transferOptions)
+        let transfer = Transfer(request: request, driver: driver, reporters: reporters)
         register?(transfer)
         transfer.start()
         let output = try await transfer.value()
-        let raw = try await process(RawResponse(output))
+        let raw = runsHooks ? try await process(RawResponse(output)) : RawResponse(output)
         return DataResponse(raw: raw, value: try serializer.serialize(raw))
     }
 

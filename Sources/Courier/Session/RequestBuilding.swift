@@ -58,15 +58,25 @@ enum RequestBuilding {
         }
     }
 
-    /// Checks a request head after `adapt(_:)`: URL, and header values (`HTTPField` replaces
-    /// invalid bytes with spaces, so names and values are already safe; this catches the
-    /// pseudo-fields).
-    static func url(of request: HTTPRequest) throws(CourierError) -> URL {
-        guard let url = request.url else {
+    /// Checks a request head after `adapt(_:)` and returns its absolute URL as text. Header
+    /// fields need no check (`HTTPField` replaces invalid bytes with spaces); the pseudo-fields
+    /// (scheme, authority, path) may have been set to anything.
+    static func urlString(of request: HTTPRequest) throws(CourierError) -> String {
+        guard let scheme = request.scheme?.lowercased(), let authority = request.authority, let path = request.path
+        else {
             throw .invalidURL(.init(message: "The request has no scheme, authority or path"))
         }
-        try validate(url)
-        return url
+        let text = "\(scheme)://\(authority)\(path)"
+        guard scheme == "http" || scheme == "https" else {
+            throw .unsupportedScheme(
+                .init(url: URL(string: text), message: "Only http and https URLs are supported, not \(scheme)"))
+        }
+        guard !authority.isEmpty, path.hasPrefix("/"),
+            !text.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F })
+        else {
+            throw .invalidURL(.init(url: URL(string: text), message: "'\(text)' is not a valid URL"))
+        }
+        return text
     }
 
     /// `User-Agent` naming Courier, its version and libcurl's.
@@ -97,6 +107,83 @@ enum RequestBuilding {
             index == 0 ? tag : "\(tag);q=\(String(format: "%.1f", 1.0 - Double(index) * 0.1))"
         }.joined(separator: ", ")
     }()
+}
+
+/// A base URL taken apart once, so that ordinary relative paths resolve by concatenation
+/// instead of a URL parse per request.
+struct BaseURL: Sendable {
+    let url: URL
+    let scheme: String
+    let authority: String
+    /// The path, ending in "/".
+    let directory: String
+
+    init?(_ url: URL?) {
+        guard let url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = url.host(percentEncoded: true), !host.isEmpty, url.query == nil, url.fragment == nil,
+            url.user == nil, url.password == nil
+        else { return nil }
+        let path = url.path(percentEncoded: true)
+        self.url = url
+        self.scheme = scheme
+        self.authority = url.port.map { "\(host):\($0)" } ?? host
+        self.directory = path.isEmpty ? "/" : path
+        guard directory.hasSuffix("/") else { return nil }
+    }
+
+    /// The path and query `relative` resolves to when it is a plain relative reference (RFC 3986
+    /// section 5.2.2 reduces to "directory + reference" when the reference has no scheme, does
+    /// not start with "/", "?" or "#", has no dot segments and only characters that need no
+    /// encoding); nil otherwise, for Foundation to resolve.
+    func resolvePlain(_ relative: String) -> String? {
+        let bytes = relative.utf8
+        guard let first = bytes.first, first != UInt8(ascii: "/"), first != UInt8(ascii: "?") else { return nil }
+        var inQuery = false
+        var sawSlash = false
+        var segmentLength = 0
+        var segmentIsDots = true
+        for byte in bytes {
+            if inQuery {
+                guard
+                    Self.isPlain(byte) || byte == UInt8(ascii: "/") || byte == UInt8(ascii: "?")
+                        || byte == UInt8(ascii: ":") || byte == UInt8(ascii: ".")
+                else { return nil }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "/"), UInt8(ascii: "?"):
+                if segmentIsDots && segmentLength > 0 && segmentLength <= 2 { return nil }  // "." or ".."
+                if byte == UInt8(ascii: "?") { inQuery = true } else { sawSlash = true }
+                segmentLength = 0
+                segmentIsDots = true
+            case UInt8(ascii: ":"):
+                if !sawSlash { return nil }  // "name:..." could be a scheme
+                segmentLength += 1
+                segmentIsDots = false
+            case UInt8(ascii: "."):
+                segmentLength += 1
+            default:
+                guard Self.isPlain(byte) else { return nil }  // "#", spaces, non-ASCII...: Foundation decides
+                segmentLength += 1
+                segmentIsDots = false
+            }
+        }
+        if !inQuery && segmentIsDots && segmentLength > 0 && segmentLength <= 2 { return nil }
+        return directory + relative
+    }
+
+    /// Unreserved characters, percent signs and the sub-delimiters that need no encoding.
+    private static func isPlain(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "~"),
+            UInt8(ascii: "%"), UInt8(ascii: "="), UInt8(ascii: "&"), UInt8(ascii: "+"), UInt8(ascii: ","),
+            UInt8(ascii: ";"), UInt8(ascii: "@"), UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "*"):
+            return true
+        default:
+            return false
+        }
+    }
 }
 
 /// Facts about the library.

@@ -5,8 +5,6 @@ import HTTPTypes
 public struct RawResponse: Sendable {
     /// The request as sent (after `adapt(_:)`; after redirects, the final hop's).
     public var request: HTTPRequest
-    /// The URL that answered (after redirects).
-    public var url: URL
     /// The response head: status and header fields.
     public var response: HTTPResponse
     /// The body bytes (content-decoded).
@@ -15,15 +13,15 @@ public struct RawResponse: Sendable {
     public var metrics: TransferMetrics
 
     /// Creates a raw response.
-    public init(request: HTTPRequest, url: URL, response: HTTPResponse, data: Data, metrics: TransferMetrics = .init())
-    {
+    public init(request: HTTPRequest, response: HTTPResponse, data: Data, metrics: TransferMetrics = .init()) {
         self.request = request
-        self.url = url
         self.response = response
         self.data = data
         self.metrics = metrics
     }
 
+    /// The URL that answered (after redirects): the final request's URL.
+    public var url: URL { request.url ?? URL(string: "http://invalid/")! }
     /// The status.
     public var status: HTTPResponse.Status { response.status }
     /// The header fields.
@@ -34,8 +32,6 @@ public struct RawResponse: Sendable {
 public struct DataResponse<Value: Sendable>: Sendable {
     /// The request as sent (after `adapt(_:)`; after redirects, the final hop's).
     public var request: HTTPRequest
-    /// The URL that answered (after redirects).
-    public var url: URL
     /// The response head.
     public var response: HTTPResponse
     /// The body bytes.
@@ -48,13 +44,14 @@ public struct DataResponse<Value: Sendable>: Sendable {
     /// Creates a response.
     public init(raw: RawResponse, value: Value) {
         self.request = raw.request
-        self.url = raw.url
         self.response = raw.response
         self.data = raw.data
         self.value = value
         self.metrics = raw.metrics
     }
 
+    /// The URL that answered (after redirects): the final request's URL.
+    public var url: URL { request.url ?? URL(string: "http://invalid/")! }
     /// The status.
     public var status: HTTPResponse.Status { response.status }
     /// The header fields.
@@ -64,7 +61,9 @@ public struct DataResponse<Value: Sendable>: Sendable {
 extension RawResponse {
     init(_ output: TransferOutput) {
         self.init(
-            request: output.request, url: output.url, response: output.response, data: output.body,
+            request: output.request,
+            response: output.head.response ?? HTTPResponse(status: .init(code: output.head.statusCode)),
+            data: output.body,
             metrics: output.metrics)
     }
 
