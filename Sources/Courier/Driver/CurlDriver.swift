@@ -39,6 +39,12 @@ final class CurlDriver: @unchecked Sendable {
     struct Limits: Sendable {
         var maximumConnectionsPerHost = 6
         var maximumTotalConnections = 0
+
+        /// Enough idle connections for every host the session talks to at full width, up to
+        /// the total limit when there is one.
+        var idleConnectionCacheSize: Int {
+            maximumTotalConnections > 0 ? maximumTotalConnections : max(64, maximumConnectionsPerHost * 8)
+        }
     }
 
     private let inbox: Mutex<Inbox>
@@ -112,6 +118,10 @@ final class CurlDriver: @unchecked Sendable {
         courier_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, me)
         courier_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, limits.maximumConnectionsPerHost)
         courier_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, limits.maximumTotalConnections)
+        // The idle-connection cache. libcurl's default (four per easy handle on the multi
+        // handle) shrinks whenever transfers finish, closing keep-alive connections that the
+        // next requests then open again; size it from the connection limits instead.
+        courier_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, limits.idleConnectionCacheSize)
 
         let capacity = 256
         let events = UnsafeMutablePointer<courier_event>.allocate(capacity: capacity)

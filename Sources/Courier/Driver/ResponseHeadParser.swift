@@ -65,24 +65,64 @@ struct ResponseHeadParser: Sendable {
         return false
     }
 
+    /// The status and reason phrase.
+    var status: HTTPResponse.Status {
+        let reason = lines.withUnsafeBytes {
+            String(decoding: UnsafeRawBufferPointer(rebasing: $0[0..<reasonLength]), as: UTF8.self)
+        }
+        return HTTPResponse.Status(code: statusCode, reasonPhrase: reason)
+    }
+
+    /// The trimmed value of the last field named `canonicalName` (lower case), if any.
+    func lastValue(of canonicalName: String) -> String? {
+        let name = Array(canonicalName.utf8)
+        return lines.withUnsafeBytes { bytes -> String? in
+            var found: String?
+            var start = reasonLength + 1
+            while start < bytes.count {
+                let end = bytes[start...].firstIndex(of: 0x0A) ?? bytes.count
+                let line = UnsafeRawBufferPointer(rebasing: bytes[start..<end])
+                if line.count > name.count, line[name.count] == UInt8(ascii: ":"),
+                    name.indices.allSatisfy({ line[$0] | 0x20 == name[$0] | 0x20 })
+                {
+                    var valueStart = name.count + 1
+                    var valueEnd = line.count
+                    while valueStart < valueEnd, line[valueStart] == 0x20 || line[valueStart] == 0x09 {
+                        valueStart += 1
+                    }
+                    while valueEnd > valueStart, line[valueEnd - 1] == 0x20 || line[valueEnd - 1] == 0x09 {
+                        valueEnd -= 1
+                    }
+                    found = String(
+                        decoding: UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]), as: UTF8.self)
+                }
+                start = end + 1
+            }
+            return found
+        }
+    }
+
     /// The response head: status, reason phrase and fields. Invalid field names are skipped,
     /// invalid value bytes become spaces (`HTTPField`'s rules); obsolete line folding is dropped.
     var response: HTTPResponse? {
         guard statusCode != 0 else { return nil }
         return lines.withUnsafeBytes { bytes -> HTTPResponse in
             let reason = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[0..<reasonLength]), as: UTF8.self)
-            var fields = HTTPFields()
+            var fields: [HTTPField] = []
+            fields.reserveCapacity(16)
             var start = reasonLength + 1
             while start < bytes.count {
                 let end = bytes[start...].firstIndex(of: 0x0A) ?? bytes.count
                 Self.appendField(UnsafeRawBufferPointer(rebasing: bytes[start..<end]), to: &fields)
                 start = end + 1
             }
-            return HTTPResponse(status: .init(code: statusCode, reasonPhrase: reason), headerFields: fields)
+            // One bulk insertion: `HTTPFields.append` per field goes through replaceSubrange.
+            return HTTPResponse(
+                status: .init(code: statusCode, reasonPhrase: reason), headerFields: HTTPFields(fields))
         }
     }
 
-    private static func appendField(_ line: UnsafeRawBufferPointer, to fields: inout HTTPFields) {
+    private static func appendField(_ line: UnsafeRawBufferPointer, to fields: inout [HTTPField]) {
         guard let first = line.first, first != 0x20, first != 0x09 else { return }  // obs-fold
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > 0 else { return }
         let nameBytes = UnsafeRawBufferPointer(rebasing: line[0..<colon])
@@ -98,15 +138,15 @@ struct ResponseHeadParser: Sendable {
     /// Names servers send on almost every response, matched byte for byte in the casing they
     /// are usually sent in, so that building `HTTPFields` skips validating and lower-casing them.
     /// A name sent in other casing takes the general path and keeps its casing.
-    private static let commonNames: [HTTPField.Name] = [
-        .contentType, .contentLength, .date, .server, .connection, .lastModified, .eTag, .acceptRanges,
+    private static let commonNames: [(bytes: [UInt8], name: HTTPField.Name)] = [
+        HTTPField.Name.contentType, .contentLength, .date, .server, .connection, .lastModified, .eTag, .acceptRanges,
         .cacheControl, .contentEncoding, .transferEncoding, .vary, .expires, .location, .setCookie, .age,
         .accessControlAllowOrigin, .accessControlAllowCredentials,
-    ]
+    ].map { (Array($0.rawName.utf8), $0) }
 
     private static func commonName(_ bytes: UnsafeRawBufferPointer) -> HTTPField.Name? {
-        for name in commonNames where name.rawName.utf8.count == bytes.count {
-            if name.rawName.utf8.elementsEqual(bytes) { return name }
+        for entry in commonNames where entry.bytes.count == bytes.count && entry.bytes.elementsEqual(bytes) {
+            return entry.name
         }
         return nil
     }
@@ -148,6 +188,7 @@ struct ResponseHeadParser: Sendable {
             code = code * 10 + Int(byte - UInt8(ascii: "0"))
         }
         guard code >= 100 else { return }
+        if lines.capacity < 512 { lines.reserveCapacity(512) }  // one allocation for a typical head
         index += 3
         while index < line.count, line[index] == 0x20 { index += 1 }
         lines.append(contentsOf: line[index...])

@@ -17,7 +17,7 @@ extension Transfer {
         courier_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, me)
         courier_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         try configureMethodAndBody(easy, request)
-        courier_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, prepared.headers)
+        courier_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, prepared.headers.list)
     }
 
     /// The options every transfer of the session shares.

@@ -14,7 +14,7 @@ final class Transfer: @unchecked Sendable {
     private struct Lifecycle {
         var machine = TransferStateMachine()
         var result: Result<TransferOutput, any Error>?
-        var waiters: [CheckedContinuation<TransferOutput, any Error>] = []
+        var waiters: [UnsafeContinuation<TransferOutput, any Error>] = []
     }
 
     let original: TransferRequest
@@ -52,11 +52,14 @@ final class Transfer: @unchecked Sendable {
     var earlierHopsDuration: Duration = .zero
     let errorBuffer: UnsafeMutablePointer<CChar>
 
-    init(request: TransferRequest, driver: CurlDriver, reporters: TransferReporters? = nil) {
+    init(
+        request: TransferRequest, driver: CurlDriver, reporters: TransferReporters? = nil,
+        sharedHeaders: HeaderList? = nil
+    ) {
         self.original = request
         self.current = request
         self.hop = HopSettings(request)
-        self.prepared = PreparedHop(request)
+        self.prepared = PreparedHop(request, sharedHeaders: sharedHeaders)
         self.driver = driver
         self.reporters = reporters
         self.errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
@@ -84,7 +87,7 @@ final class Transfer: @unchecked Sendable {
     /// Cancels; waiters get `CancellationError` now. Idempotent, callable from any thread.
     func cancel() {
         let (action, waiters) = lifecycle.withLock {
-            state -> (TransferStateMachine.CancelAction, [CheckedContinuation<TransferOutput, any Error>]) in
+            state -> (TransferStateMachine.CancelAction, [UnsafeContinuation<TransferOutput, any Error>]) in
             let action = state.machine.cancel()
             guard action != .none else { return (action, []) }
             state.result = .failure(CancellationError())
@@ -128,8 +131,10 @@ final class Transfer: @unchecked Sendable {
         return try await waitForResult()
     }
 
+    /// The state machine resumes each waiter exactly once, which is what an unsafe
+    /// continuation requires.
     private func waitForResult() async throws -> TransferOutput {
-        try await withCheckedThrowingContinuation { continuation in
+        try await withUnsafeThrowingContinuation { continuation in
             let ready = lifecycle.withLock { state -> Result<TransferOutput, any Error>? in
                 if let result = state.result { return result }
                 state.waiters.append(continuation)
@@ -147,7 +152,7 @@ final class Transfer: @unchecked Sendable {
 
     /// Publishes the result, unless the caller cancelled first. Driver thread.
     func complete(with result: Result<TransferOutput, any Error>) {
-        let waiters = lifecycle.withLock { state -> [CheckedContinuation<TransferOutput, any Error>]? in
+        let waiters = lifecycle.withLock { state -> [UnsafeContinuation<TransferOutput, any Error>]? in
             guard state.machine.complete() == .deliver else { return nil }
             state.result = result
             defer { state.waiters = [] }
@@ -186,32 +191,41 @@ struct HopSettings {
 }
 
 /// The URL string and header list of one hop, ready for `curl_easy_setopt`.
-///
-/// `@unchecked Sendable`: made on one thread, then owned by the transfer and read only on the
-/// driver thread. The list is freed when the transfer goes; an idle easy handle may still
-/// point at it, but libcurl reads `CURLOPT_HTTPHEADER` only while a transfer runs, and every
-/// transfer sets its own list first.
-final class PreparedHop: @unchecked Sendable {
+struct PreparedHop: Sendable {
     let url: String
-    let headers: UnsafeMutablePointer<curl_slist>?
+    let headers: HeaderList
 
-    init(_ request: TransferRequest) {
+    init(_ request: TransferRequest, sharedHeaders: HeaderList? = nil) {
         url = request.urlString
+        headers = sharedHeaders ?? HeaderList(request.head.headerFields, hasBody: request.body != nil)
+    }
+}
+
+/// A libcurl header list (`curl_slist`) for `CURLOPT_HTTPHEADER`.
+///
+/// `@unchecked Sendable`: immutable after `init`, and libcurl only reads it, so transfers on
+/// any thread may share one (the session's default headers are built once). It is freed when
+/// the last reference goes; an idle easy handle may still point at it, but libcurl reads
+/// `CURLOPT_HTTPHEADER` only while a transfer runs, and every transfer sets its own list first.
+final class HeaderList: @unchecked Sendable {
+    let list: UnsafeMutablePointer<curl_slist>?
+
+    init(_ fields: HTTPFields, hasBody: Bool) {
         var list: UnsafeMutablePointer<curl_slist>?
-        for field in request.head.headerFields {
+        for field in fields {
             if field.name == .contentLength || field.name == .transferEncoding { continue }
             // "Name:" would make libcurl drop the header; "Name;" sends it empty.
             let line = field.value.isEmpty ? "\(field.name.rawName);" : "\(field.name.rawName): \(field.value)"
             list = curl_slist_append(list, line)
         }
-        if request.body != nil, request.head.headerFields[.expect] == nil {
+        if hasBody, fields[.expect] == nil {
             // No `Expect: 100-continue` round trip unless the caller asks for one.
             list = curl_slist_append(list, "Expect:")
         }
-        headers = list
+        self.list = list
     }
 
     deinit {
-        if let headers { curl_slist_free_all(headers) }
+        if let list { curl_slist_free_all(list) }
     }
 }

@@ -97,7 +97,8 @@ enum TransferOutcome {
         }
         var ip: UnsafePointer<CChar>?
         if courier_easy_getinfo_string(easy, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK, let ip {
-            metrics.remoteAddress = "\(String(cString: ip)):\(long(CURLINFO_PRIMARY_PORT))"
+            metrics.remoteIP = String(cString: ip)
+            metrics.remotePort = long(CURLINFO_PRIMARY_PORT)
         }
         return metrics
     }

@@ -75,7 +75,7 @@ public struct StringResponseSerializer: ResponseSerializer {
     /// Validates and decodes the body.
     public func serialize(_ response: RawResponse) throws(CourierError) -> String {
         try validation.validate(response)
-        let charset = ResponseValidation.contentTypeParameter("charset", of: response.response)
+        let charset = ResponseValidation.contentTypeParameter("charset", of: response.head.lastValue(of: .contentType))
         let encoding = self.encoding ?? charset.flatMap(Self.encoding(forCharset:)) ?? .utf8
         guard let string = String(data: response.data, encoding: encoding) else {
             throw .serializationFailed(

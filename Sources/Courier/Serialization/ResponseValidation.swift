@@ -25,7 +25,7 @@ public struct ResponseValidation: Sendable, Hashable {
             throw .unacceptableStatusCode(response.errorContext("Unacceptable status code \(code)"))
         }
         guard let acceptableContentTypes, !response.data.isEmpty else { return }
-        guard let mediaType = Self.mediaType(of: response.response) else {
+        guard let mediaType = Self.mediaType(response.head.lastValue(of: .contentType)) else {
             throw .unacceptableContentType(
                 response.errorContext(
                     "The response has no Content-Type; expected one of \(acceptableContentTypes.sorted())"))
@@ -40,7 +40,11 @@ public struct ResponseValidation: Sendable, Hashable {
     /// The lower-cased `type/subtype` of the `Content-Type`, without parameters. When the
     /// field is repeated, the last one counts (as browsers do; it is not a list field).
     public static func mediaType(of response: HTTPResponse) -> String? {
-        guard let value = contentType(of: response) else { return nil }
+        mediaType(contentType(of: response))
+    }
+
+    static func mediaType(_ contentType: String?) -> String? {
+        guard let value = contentType else { return nil }
         let type = value.split(separator: ";", maxSplits: 1).first.map {
             $0.trimmingCharacters(in: .whitespaces).lowercased()
         }
@@ -49,8 +53,8 @@ public struct ResponseValidation: Sendable, Hashable {
     }
 
     /// A parameter of the `Content-Type` (e.g. `charset`), unquoted, when present.
-    static func contentTypeParameter(_ name: String, of response: HTTPResponse) -> String? {
-        guard let value = contentType(of: response) else { return nil }
+    static func contentTypeParameter(_ name: String, of contentType: String?) -> String? {
+        guard let value = contentType else { return nil }
         for parameter in value.split(separator: ";").dropFirst() {
             let parts = parameter.split(separator: "=", maxSplits: 1)
             guard parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces).lowercased() == name else { continue }

@@ -54,21 +54,23 @@ open class HTTPSessionManager {
         }
         var decoder = JSONDecoder()
         var encoder = JSONEncoder()
-        /// The default headers plus `additionalHeaders`, validated once per change.
-        private var cachedSessionFields: HTTPFields?
+        /// The default headers plus `additionalHeaders`, validated once per change, and the
+        /// libcurl header list for them, shared by every request that sends just those.
+        private var cachedSessionFields: (fields: HTTPFields, list: HeaderList)?
 
         init(additionalHeaders: [String: String]) {
             self.additionalHeaders = additionalHeaders
         }
 
-        mutating func sessionFields() throws(CourierError) -> HTTPFields {
+        mutating func sessionFields() throws(CourierError) -> (fields: HTTPFields, list: HeaderList) {
             if let cachedSessionFields { return cachedSessionFields }
             var fields = HTTPFields()
             fields[.userAgent] = RequestBuilding.userAgent
             fields[.acceptLanguage] = RequestBuilding.acceptLanguage
             try RequestBuilding.apply(additionalHeaders, to: &fields)
-            cachedSessionFields = fields
-            return fields
+            let cached = (fields, HeaderList(fields, hasBody: false))
+            cachedSessionFields = cached
+            return cached
         }
     }
 
@@ -156,11 +158,15 @@ open class HTTPSessionManager {
     }
 
     /// Builds the request head, encodes parameters; nonisolated, before anything is sent.
-    nonisolated func prepare(_ call: Call) throws(CourierError) -> SerializedRequest {
-        let (serializer, sessionFields) = try settings.withLock { settings throws(CourierError) in
+    nonisolated func prepare(
+        _ call: Call
+    ) throws(CourierError) -> (
+        SerializedRequest, session: (fields: HTTPFields, list: HeaderList)
+    ) {
+        let (serializer, session) = try settings.withLock { settings throws(CourierError) in
             (settings.requestSerializer, try settings.sessionFields())
         }
-        var fields = sessionFields
+        var fields = session.fields
         if !call.headers.isEmpty { try RequestBuilding.apply(call.headers, to: &fields) }
         let head: HTTPRequest
         if let base, let path = base.resolvePlain(call.path) {
@@ -171,9 +177,9 @@ open class HTTPSessionManager {
             head = HTTPRequest(method: call.method, url: url, headerFields: fields)
         }
         if let body = call.body {
-            return SerializedRequest(request: head, body: body)
+            return (SerializedRequest(request: head, body: body), session)
         }
-        return try serializer.serialize(head, parameters: call.parameters)
+        return (try serializer.serialize(head, parameters: call.parameters), session)
     }
 
     /// Prepares, adapts, sends, processes and serializes one call.
@@ -181,12 +187,16 @@ open class HTTPSessionManager {
         _ call: Call, serializer: Serializer, reporters: TransferReporters? = nil,
         register: (@Sendable (Transfer) -> Void)? = nil
     ) async throws -> DataResponse<Serializer.Value> {
-        let serialized = try prepare(call)
+        let (serialized, sessionHeaders) = try prepare(call)
         let adapted = runsHooks ? try await adapt(serialized.request) : serialized.request
         let request = TransferRequest(
             head: adapted, urlString: try RequestBuilding.urlString(of: adapted), body: serialized.body,
             options: transferOptions)
-        let transfer = Transfer(request: request, driver: driver, reporters: reporters)
+        // Most requests send exactly the session's headers: share its prebuilt header list.
+        let sharesHeaders = serialized.body == nil && adapted.headerFields == sessionHeaders.fields
+        let transfer = Transfer(
+            request: request, driver: driver, reporters: reporters,
+            sharedHeaders: sharesHeaders ? sessionHeaders.list : nil)
         register?(transfer)
         transfer.start()
         let output = try await transfer.value()

@@ -5,8 +5,12 @@ import HTTPTypes
 public struct RawResponse: Sendable {
     /// The request as sent (after `adapt(_:)`; after redirects, the final hop's).
     public var request: HTTPRequest
-    /// The response head: status and header fields.
-    public var response: HTTPResponse
+    /// The response head: status and header fields (parsed into `HTTPFields` on first use).
+    public var response: HTTPResponse {
+        get { head.response }
+        set { head = ResponseHead(parsed: newValue) }
+    }
+    var head: ResponseHead
     /// The body bytes (content-decoded).
     public var data: Data
     /// Timing and size figures.
@@ -15,7 +19,7 @@ public struct RawResponse: Sendable {
     /// Creates a raw response.
     public init(request: HTTPRequest, response: HTTPResponse, data: Data, metrics: TransferMetrics = .init()) {
         self.request = request
-        self.response = response
+        self.head = ResponseHead(parsed: response)
         self.data = data
         self.metrics = metrics
     }
@@ -23,7 +27,7 @@ public struct RawResponse: Sendable {
     /// The URL that answered (after redirects): the final request's URL.
     public var url: URL { request.url ?? URL(string: "http://invalid/")! }
     /// The status.
-    public var status: HTTPResponse.Status { response.status }
+    public var status: HTTPResponse.Status { head.status }
     /// The header fields.
     public var headerFields: HTTPFields { response.headerFields }
 }
@@ -32,8 +36,12 @@ public struct RawResponse: Sendable {
 public struct DataResponse<Value: Sendable>: Sendable {
     /// The request as sent (after `adapt(_:)`; after redirects, the final hop's).
     public var request: HTTPRequest
-    /// The response head.
-    public var response: HTTPResponse
+    /// The response head (parsed into `HTTPFields` on first use).
+    public var response: HTTPResponse {
+        get { head.response }
+        set { head = ResponseHead(parsed: newValue) }
+    }
+    var head: ResponseHead
     /// The body bytes.
     public var data: Data
     /// What the response serializer made of the body.
@@ -44,7 +52,7 @@ public struct DataResponse<Value: Sendable>: Sendable {
     /// Creates a response.
     public init(raw: RawResponse, value: Value) {
         self.request = raw.request
-        self.response = raw.response
+        self.head = raw.head
         self.data = raw.data
         self.value = value
         self.metrics = raw.metrics
@@ -53,18 +61,17 @@ public struct DataResponse<Value: Sendable>: Sendable {
     /// The URL that answered (after redirects): the final request's URL.
     public var url: URL { request.url ?? URL(string: "http://invalid/")! }
     /// The status.
-    public var status: HTTPResponse.Status { response.status }
+    public var status: HTTPResponse.Status { head.status }
     /// The header fields.
     public var headerFields: HTTPFields { response.headerFields }
 }
 
 extension RawResponse {
     init(_ output: TransferOutput) {
-        self.init(
-            request: output.request,
-            response: output.head.response ?? HTTPResponse(status: .init(code: output.head.statusCode)),
-            data: output.body,
-            metrics: output.metrics)
+        request = output.request
+        head = ResponseHead(recorded: output.head)
+        data = output.body
+        metrics = output.metrics
     }
 
     /// A `CourierError.Context` carrying this response's URL, head and body.

@@ -22,8 +22,14 @@ public struct TransferMetrics: Sendable, Hashable {
     public var redirectCount: Int = 0
     /// The HTTP version used: `1.0`, `1.1`, `2` or `3`.
     public var httpVersion: String = ""
-    /// The peer's address and port, e.g. `127.0.0.1:8080`.
-    public var remoteAddress: String = ""
+    /// The peer's IP address, e.g. `127.0.0.1`.
+    public var remoteIP: String = ""
+    /// The peer's port.
+    public var remotePort: Int = 0
+    /// The peer's address and port, e.g. `127.0.0.1:8080` (`[::1]:8080` for IPv6).
+    public var remoteAddress: String {
+        remoteIP.contains(":") ? "[\(remoteIP)]:\(remotePort)" : "\(remoteIP):\(remotePort)"
+    }
     /// Whether the final hop reused an open connection.
     public var reusedConnection: Bool = false
 

@@ -1,0 +1,51 @@
+import HTTPTypes
+import Synchronization
+
+/// A response head that is turned into an `HTTPResponse` (validated, canonicalised
+/// `HTTPFields`) only when somebody asks for it. The status and single field values are read
+/// from the recorded lines without building the fields, which is all most response serializers
+/// need. The parsed response is kept, guarded by `state`.
+final class ResponseHead: Sendable {
+    private enum State {
+        case recorded(ResponseHeadParser)
+        case parsed(HTTPResponse)
+    }
+
+    private let state: Mutex<State>
+    /// The status, known without parsing the fields.
+    let status: HTTPResponse.Status
+
+    init(recorded: ResponseHeadParser) {
+        state = Mutex(.recorded(recorded))
+        status = recorded.status
+    }
+
+    init(parsed: HTTPResponse) {
+        state = Mutex(.parsed(parsed))
+        status = parsed.status
+    }
+
+    /// The whole response head, parsed on first use.
+    var response: HTTPResponse {
+        state.withLock { state in
+            switch state {
+            case .parsed(let response):
+                return response
+            case .recorded(let recorded):
+                let response = recorded.response ?? HTTPResponse(status: status)
+                state = .parsed(response)
+                return response
+            }
+        }
+    }
+
+    /// The last value of the field `name` (lower-case), without parsing the other fields.
+    func lastValue(of name: HTTPField.Name) -> String? {
+        state.withLock { state in
+            switch state {
+            case .parsed(let response): response.headerFields[values: name].last
+            case .recorded(let recorded): recorded.lastValue(of: name.canonicalName)
+            }
+        }
+    }
+}
