@@ -35,7 +35,7 @@ extension Transfer {
             return 0  // aborts the transfer with CURLE_WRITE_ERROR
         }
         if let expectedBytes, expectedBytes > 0 {
-            body.reserveCapacity(Int(min(expectedBytes, 16 << 20)))
+            body.reserve(Int(min(expectedBytes, 16 << 20)))
         }
         reporters?.download.update(completedBytes: 0, totalBytes: expectedBytes)
         return line.count
@@ -48,7 +48,7 @@ extension Transfer {
             callbackFailure = tooLarge(limit: limit)
             return bytes.count == 0 ? 1 : 0  // any other count aborts with CURLE_WRITE_ERROR
         }
-        body.append(bytes.assumingMemoryBound(to: UInt8.self))
+        body.append(bytes)
         reporters?.download.update(completedBytes: receivedBytes, totalBytes: expectedBytes)
         return bytes.count
     }

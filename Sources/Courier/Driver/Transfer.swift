@@ -17,7 +17,6 @@ final class Transfer: @unchecked Sendable {
         var waiters: [UnsafeContinuation<TransferOutput, any Error>] = []
     }
 
-    let original: TransferRequest
     let driver: CurlDriver
     /// Progress reporters, when somebody can watch them (task objects); nil for plain calls.
     let reporters: TransferReporters?
@@ -43,7 +42,7 @@ final class Transfer: @unchecked Sendable {
     var head = ResponseHeadParser()
     /// The current hop is a redirect whose body is thrown away.
     var discardingBody = false
-    var body = Data()
+    var body = BodyBuffer()
     var receivedBytes: Int64 = 0
     var expectedBytes: Int64?
     /// A failure found in a callback (e.g. the body grew past the limit), reported at the end.
@@ -56,7 +55,6 @@ final class Transfer: @unchecked Sendable {
         request: TransferRequest, driver: CurlDriver, reporters: TransferReporters? = nil,
         sharedHeaders: HeaderList? = nil
     ) {
-        self.original = request
         self.current = request
         self.hop = HopSettings(request)
         self.prepared = PreparedHop(request, sharedHeaders: sharedHeaders)
@@ -169,7 +167,7 @@ final class Transfer: @unchecked Sendable {
     func beginHop() {
         head.reset()
         discardingBody = false
-        body = Data()
+        body = BodyBuffer()
         receivedBytes = 0
         expectedBytes = nil
         callbackFailure = nil

@@ -14,7 +14,7 @@ enum TransferOutcome {
             if let failure = transfer.callbackFailure { return .done(.failure(failure)) }
             let context = CourierError.Context(
                 url: request.url, response: transfer.head.isComplete ? transfer.head.response : nil,
-                body: transfer.body.isEmpty ? nil : transfer.body, message: "")
+                body: transfer.body.isEmpty ? nil : transfer.body.copiedData(), message: "")
             let detail = String(cString: transfer.errorBuffer)
             return .done(.failure(CourierError.fromCurl(code, detail: detail, context: context)))
         }
@@ -40,7 +40,7 @@ enum TransferOutcome {
         return .done(
             .success(
                 TransferOutput(
-                    request: request.head, head: transfer.head, body: transfer.body,
+                    request: request.head, head: transfer.head, body: transfer.body.takeData(),
                     metrics: metrics))
         )
     }

@@ -97,6 +97,13 @@ open class HTTPSessionManager {
         driver.shutdown()
     }
 
+    /// Cancels every request and task of this manager (they throw `CancellationError`), closes
+    /// its connections and ends its driver thread. Requests made afterwards fail at once with
+    /// `CancellationError`. Releasing the manager does the same.
+    public nonisolated func invalidateAndCancel() {
+        driver.shutdown()
+    }
+
     // MARK: - Settings (any context)
 
     /// Encodes parameters into requests. Default ``HTTPRequestSerializer`` (query string for

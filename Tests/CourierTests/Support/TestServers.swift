@@ -41,6 +41,11 @@ actor TestServers {
         try await shared.startFaultServer()
     }
 
+    /// A fault server of the caller's own, for tests that count what reaches it.
+    static func dedicatedFaultServer() async throws -> URL {
+        try await shared.startDedicatedFaultServer()
+    }
+
     /// nginx: plain HTTP base URL, HTTPS base URL, the CA certificate, and the document root.
     static func nginx() async throws -> NginxServer {
         try await shared.startNginx()
@@ -65,6 +70,13 @@ actor TestServers {
             URL(fileURLWithPath: "/usr/bin/env"), "python3",
             Self.supportDirectory.appendingPathComponent("fault_server.py").path, "--port", "0")
         faultPort = Int(fields[0])
+        return URL(string: "http://127.0.0.1:\(fields[0])/")!
+    }
+
+    private func startDedicatedFaultServer() throws -> URL {
+        let fields = try launch(
+            URL(fileURLWithPath: "/usr/bin/env"), "python3",
+            Self.supportDirectory.appendingPathComponent("fault_server.py").path, "--port", "0")
         return URL(string: "http://127.0.0.1:\(fields[0])/")!
     }
 

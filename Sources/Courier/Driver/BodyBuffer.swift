@@ -1,0 +1,51 @@
+import Foundation
+
+/// The response body as libcurl's write callback delivers it: one growing malloc'd buffer,
+/// handed to `Data` without a copy when the transfer completes (`Data(bytesNoCopy:)` with a
+/// `free` deallocator). Driver thread only; not copyable, so ownership is explicit.
+struct BodyBuffer: ~Copyable {
+    private var storage: UnsafeMutableRawPointer?
+    private var capacity = 0
+    private(set) var count = 0
+
+    init() {}
+
+    deinit {
+        free(storage)
+    }
+
+    var isEmpty: Bool { count == 0 }
+
+    /// Makes room for at least `minimumCapacity` bytes in all.
+    mutating func reserve(_ minimumCapacity: Int) {
+        guard minimumCapacity > capacity else { return }
+        guard let grown = realloc(storage, minimumCapacity) else { fatalError("out of memory") }
+        storage = grown
+        capacity = minimumCapacity
+    }
+
+    mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        guard let source = bytes.baseAddress, bytes.count > 0 else { return }
+        if count + bytes.count > capacity {
+            reserve(Swift.max(count + bytes.count, capacity * 2, 1024))
+        }
+        (storage! + count).copyMemory(from: source, byteCount: bytes.count)
+        count += bytes.count
+    }
+
+    /// The bytes so far, copied (for error reports; the transfer keeps its buffer).
+    func copiedData() -> Data {
+        guard let storage else { return Data() }
+        return Data(bytes: storage, count: count)
+    }
+
+    /// Moves the bytes into a `Data` without copying; the buffer is empty afterwards.
+    mutating func takeData() -> Data {
+        guard let storage, count > 0 else { return Data() }
+        let data = Data(bytesNoCopy: storage, count: count, deallocator: .free)
+        self.storage = nil
+        capacity = 0
+        count = 0
+        return data
+    }
+}
