@@ -1,24 +1,26 @@
 import CCurlShim
 import Foundation
 import HTTPTypes
-import Synchronization
 
 /// Runs one curl multi handle on a thread of its own.
 ///
 /// Threading: the driver thread (`courier-driver`) makes every libcurl call for the multi
-/// handle and its easy handles, except `curl_multi_wakeup`, which libcurl documents as callable
-/// from any thread. Other threads talk to the driver only through `submit(_:)`: it appends a
-/// command to the `inbox` (a `Mutex`) and wakes the loop with `curl_multi_wakeup`, skipped when
-/// a wakeup is already pending, so a burst of submissions costs one wakeup.
+/// handle and its easy handles. Other threads talk to it only through `submit(_:)`: it appends
+/// a command to the `inbox` (a `Locked`) and signals an eventfd that sits in the same epoll set
+/// as libcurl's sockets; the signal is skipped while one is pending, so a burst of submissions
+/// costs one wakeup.
 ///
-/// The loop is `curl_multi_perform` + `curl_multi_poll`. libcurl 7.88 spends about a third
-/// more CPU per transfer driven through `curl_multi_socket_action` and epoll than through
-/// `curl_multi_poll` with 64 keep-alive transfers in flight (measured with the C program in
-/// `Benchmarks/CMulti`, see Documentation/Benchmarks.md); poll's cost grows with the number of
-/// transfers in flight, which stays acceptable at the 10,000-transfer scale target.
+/// The loop drives libcurl with `curl_multi_socket_action`: libcurl says which sockets to watch
+/// (CURLMOPT_SOCKETFUNCTION) and when to time out (CURLMOPT_TIMERFUNCTION), and each wakeup
+/// touches only the transfers with work, so the cost of a wakeup does not grow with the number
+/// of transfers in flight (the 10,000-transfer target). libcurl 7.88 removes a keep-alive
+/// socket from its interest set when a transfer ends and adds it back for the next one; the
+/// driver keeps such sockets registered while idle ("parked", see `watch(socket:what:)`), which
+/// saves two `epoll_ctl` calls per request. Measured against `curl_multi_poll` in
+/// Documentation/Benchmarks.md: the same speed with 64 transfers in flight.
 ///
-/// `@unchecked Sendable`: `inbox` is guarded by its mutex (which also publishes the multi
-/// handle to `submit`); every other `var` is touched only on the driver thread.
+/// `@unchecked Sendable`: `inbox` is guarded by its lock (which also orders closing the eventfd
+/// with the last signal); every other `var` is touched only on the driver thread.
 final class CurlDriver: @unchecked Sendable {
     enum Command {
         case add(Transfer)
@@ -47,7 +49,7 @@ final class CurlDriver: @unchecked Sendable {
         }
     }
 
-    private let inbox: Mutex<Inbox>
+    private let inbox: Locked<Inbox>
     private let limits: Limits
     private let epollFD: Int32
     private let wakeFD: Int32
@@ -71,7 +73,7 @@ final class CurlDriver: @unchecked Sendable {
         precondition(epollFD >= 0, "epoll_create1 failed: errno \(errno)")
         wakeFD = courier_wakeup_create(epollFD)
         precondition(wakeFD >= 0, "eventfd failed: errno \(errno)")
-        inbox = Mutex(Inbox(wakeFD: wakeFD))
+        inbox = Locked(Inbox(wakeFD: wakeFD))
         let thread = Thread { [self] in
             courier_set_thread_name(name)
             self.run()

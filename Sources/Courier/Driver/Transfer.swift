@@ -1,13 +1,12 @@
 import CCurlShim
 import Foundation
 import HTTPTypes
-import Synchronization
 
 /// One transfer: its lifecycle (shared by the caller's side and the driver thread) and the
 /// state libcurl's callbacks fill in (driver thread only).
 ///
 /// `@unchecked Sendable` because it is shared between threads by design: `lifecycle` (a
-/// `Mutex`) guards the state machine, the result and the waiters; every other `var` is touched
+/// `Locked`) guards the state machine, the result and the waiters; every other `var` is touched
 /// only on the driver thread, between `CurlDriver.add` and `CurlDriver.detach`, and read by
 /// nobody else until the result is published through `lifecycle`.
 final class Transfer: @unchecked Sendable {
@@ -20,7 +19,7 @@ final class Transfer: @unchecked Sendable {
     let driver: CurlDriver
     /// Progress reporters, when somebody can watch them (task objects); nil for plain calls.
     let reporters: TransferReporters?
-    private let lifecycle = Mutex(Lifecycle())
+    private let lifecycle = Locked(Lifecycle())
 
     // MARK: Driver-thread state
 

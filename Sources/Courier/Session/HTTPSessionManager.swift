@@ -1,7 +1,6 @@
 import Foundation
 import HTTPTypes
 import Logging
-import Synchronization
 
 /// An HTTP client for one API: a base URL, a session configuration, request and response
 /// serializers, and hooks that subclasses override.
@@ -39,7 +38,7 @@ open class HTTPSessionManager {
     public nonisolated let logger: Logger
 
     nonisolated let driver: CurlDriver
-    private nonisolated let settings: Mutex<Settings>
+    private nonisolated let settings: Locked<Settings>
     /// False for `HTTPSessionManager` itself, whose hooks return their input unchanged: its
     /// requests skip the two hops to the session actor. Subclasses always run the hooks.
     private nonisolated let runsHooks: Bool
@@ -84,7 +83,7 @@ open class HTTPSessionManager {
         self.base = BaseURL(self.baseURL)
         self.configuration = configuration
         self.logger = logger
-        self.settings = Mutex(Settings(additionalHeaders: configuration.additionalHeaders))
+        self.settings = Locked(Settings(additionalHeaders: configuration.additionalHeaders))
         self.runsHooks = type(of: self) != HTTPSessionManager.self
         self.transferOptions = configuration.transferOptions
         self.driver = CurlDriver(

@@ -1,6 +1,5 @@
 import Foundation
 import HTTPTypes
-import Synchronization
 
 /// A request in flight whose response body is collected in memory.
 ///
@@ -60,7 +59,7 @@ public final class DataTask<Value: Sendable>: Sendable {
 
 /// Links a task object to the transfer its pipeline creates later: cancel, suspend and resume
 /// may arrive before the transfer exists, and are replayed on it when it does. The state is
-/// guarded by the `state` mutex.
+/// guarded by the `state` lock.
 final class TaskControl: Sendable {
     private struct State {
         var transfer: Transfer?
@@ -69,7 +68,7 @@ final class TaskControl: Sendable {
     }
 
     let reporters: TransferReporters
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(reporters: TransferReporters = TransferReporters()) {
         self.reporters = reporters

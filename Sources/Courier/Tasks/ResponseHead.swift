@@ -1,5 +1,4 @@
 import HTTPTypes
-import Synchronization
 
 /// A response head that is turned into an `HTTPResponse` (validated, canonicalised
 /// `HTTPFields`) only when somebody asks for it. The status and single field values are read
@@ -11,17 +10,17 @@ final class ResponseHead: Sendable {
         case parsed(HTTPResponse)
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
     /// The status, known without parsing the fields.
     let status: HTTPResponse.Status
 
     init(recorded: ResponseHeadParser) {
-        state = Mutex(.recorded(recorded))
+        state = Locked(.recorded(recorded))
         status = recorded.status
     }
 
     init(parsed: HTTPResponse) {
-        state = Mutex(.parsed(parsed))
+        state = Locked(.parsed(parsed))
         status = parsed.status
     }
 

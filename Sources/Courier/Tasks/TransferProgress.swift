@@ -1,5 +1,4 @@
 import CCurlShim
-import Synchronization
 
 /// How far a transfer has come, in one direction (upload or download).
 public struct TransferProgress: Sendable, Hashable, CustomStringConvertible {
@@ -34,7 +33,7 @@ public struct TransferProgress: Sendable, Hashable, CustomStringConvertible {
 /// Updates come from the driver thread at every chunk; a subscriber sees at most one update
 /// per `interval` (and always the final one), each stream buffering only the newest value, so
 /// a fast transfer never floods a slow consumer. Values are monotonic because the driver is
-/// the only writer. The state is guarded by the `state` mutex.
+/// the only writer. The state is guarded by the `state` lock.
 final class ProgressReporter: Sendable {
     private struct State {
         var latest = TransferProgress(completedBytes: 0, totalBytes: nil)
@@ -44,7 +43,7 @@ final class ProgressReporter: Sendable {
         var subscribers: [Int: AsyncStream<TransferProgress>.Continuation] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private static let interval: UInt64 = 20_000_000  // 20 ms
 
     /// A new stream: it starts with the current value and ends after the final one.
