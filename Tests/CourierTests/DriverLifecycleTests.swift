@@ -52,7 +52,10 @@ import Testing
 /// Client-side TCP connections to 127.0.0.1:`port` that are still open (ESTABLISHED or
 /// CLOSE_WAIT), from /proc/net/tcp.
 func clientConnections(toPort port: Int) throws -> Int {
-    let table = try String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)
+    // Read to end of file: procfs reports size 0, and a one-shot read gets a single page.
+    guard let file = FileHandle(forReadingAtPath: "/proc/net/tcp") else { throw TestServerError("/proc/net/tcp") }
+    defer { try? file.close() }
+    let table = String(decoding: try file.readToEnd() ?? Data(), as: UTF8.self)
     let hex = String(port, radix: 16, uppercase: true)
     let remote = "0100007F:" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
     return table.split(separator: "\n").dropFirst().filter { line in
