@@ -1,0 +1,52 @@
+// swift-tools-version: 6.1
+//
+// Courier side by side with its peers. A separate package so that the
+// library's own build and tests never pull in AsyncHTTPClient and SwiftNIO.
+// Driven by ../scripts/bench, which also builds CMulti/multi_get.c.
+import PackageDescription
+
+let package = Package(
+    name: "CourierBenchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(name: "Courier", path: ".."),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        // Options, the worker pool, the RESULT line, the decoded shape.
+        .target(
+            name: "BenchSupport",
+            dependencies: [
+                .product(name: "ArgumentParser", package: "swift-argument-parser")
+            ]
+        ),
+        .executableTarget(
+            name: "bench-courier",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "Courier", package: "Courier"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "bench-ahc",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "bench-urlsession",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
