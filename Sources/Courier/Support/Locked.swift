@@ -5,8 +5,7 @@ import Foundation
 /// Courier uses this rather than `Synchronization.Mutex` because ThreadSanitizer intercepts
 /// pthread mutexes: on Linux it does not see the futex-based `Mutex` lock and unlock, and
 /// reports every access guarded by one as a race, which would hide real ones.
-struct Locked<Value>: @unchecked Sendable {
-    // `@unchecked Sendable`: every access to the value goes through `withLock`, under the mutex.
+struct Locked<Value> {
     private let buffer: LockedBuffer<Value>
 
     init(_ value: Value) {
@@ -22,7 +21,8 @@ struct Locked<Value>: @unchecked Sendable {
     }
 }
 
-extension Locked: Sendable where Value: Sendable {}
+// `@unchecked`: every access to the value goes through `withLock`, under the mutex.
+extension Locked: @unchecked Sendable where Value: Sendable {}
 
 /// The storage of `Locked`: the value as the header, one mutex as the element.
 final class LockedBuffer<Value>: ManagedBuffer<Value, pthread_mutex_t> {
