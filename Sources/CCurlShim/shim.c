@@ -2,10 +2,13 @@
 #include "CCurlShim.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 #include <time.h>
 
@@ -17,6 +20,10 @@ uint64_t courier_monotonic_nanoseconds(void) {
 
 void courier_set_thread_name(const char *name) {
     pthread_setname_np(pthread_self(), name);
+}
+
+int courier_rename_noreplace(const char *from, const char *to) {
+    return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
 }
 
 int courier_open_socket(const struct curl_sockaddr *address) {
@@ -80,4 +87,39 @@ void courier_wakeup_drain(int fd) {
     uint64_t value;
     while (read(fd, &value, sizeof value) > 0) {
     }
+}
+
+struct courier_gzip {
+    z_stream stream;
+};
+
+courier_gzip *courier_gzip_create(int level) {
+    courier_gzip *gzip = calloc(1, sizeof *gzip);
+    if (!gzip) return NULL;
+    /* windowBits 15 + 16: a gzip wrapper instead of zlib's. */
+    if (deflateInit2(&gzip->stream, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+        free(gzip);
+        return NULL;
+    }
+    return gzip;
+}
+
+int courier_gzip_step(courier_gzip *gzip, const void *input, size_t input_length, int finish,
+                      void *output, size_t output_capacity, size_t *consumed, size_t *produced) {
+    gzip->stream.next_in = (Bytef *)input;
+    gzip->stream.avail_in = (uInt)input_length;
+    gzip->stream.next_out = (Bytef *)output;
+    gzip->stream.avail_out = (uInt)output_capacity;
+    int result = deflate(&gzip->stream, finish ? Z_FINISH : Z_NO_FLUSH);
+    *consumed = input_length - gzip->stream.avail_in;
+    *produced = output_capacity - gzip->stream.avail_out;
+    if (result == Z_STREAM_END) return 1;
+    if (result == Z_OK || result == Z_BUF_ERROR) return 0;
+    return -1;
+}
+
+void courier_gzip_free(courier_gzip *gzip) {
+    if (!gzip) return;
+    deflateEnd(&gzip->stream);
+    free(gzip);
 }

@@ -147,6 +147,25 @@ static inline const char *courier_libcurl_version(void) {
     return curl_version_info(CURLVERSION_NOW)->version;
 }
 
+static inline CURLcode courier_easy_setopt_read_data(CURL *easy, void *data) {
+    return curl_easy_setopt(easy, CURLOPT_READDATA, data);
+}
+
+static const int courier_seekfunc_ok = CURL_SEEKFUNC_OK;
+static const int courier_seekfunc_cantseek = CURL_SEEKFUNC_CANTSEEK;
+
+// MARK: - gzip (zlib) for request bodies
+
+typedef struct courier_gzip courier_gzip;
+/// A gzip compressor (zlib deflate with a gzip header, RFC 1952) at the given level (1-9).
+courier_gzip *courier_gzip_create(int level);
+/// Compresses from `input` into `output`. `finish` marks the end of the input. Sets how much was
+/// consumed and produced; returns 1 when the stream is complete, 0 when more calls are needed,
+/// -1 on error.
+int courier_gzip_step(courier_gzip *gzip, const void *input, size_t input_length, int finish,
+                      void *output, size_t output_capacity, size_t *consumed, size_t *produced);
+void courier_gzip_free(courier_gzip *gzip);
+
 // MARK: - Event loop primitives
 
 /// One readiness event, unpacked from `struct epoll_event` (packed on x86_64).
@@ -154,6 +173,9 @@ typedef struct {
     int fd;
     uint32_t events;
 } courier_event;
+
+/// `renameat2(RENAME_NOREPLACE)`: moves `from` to `to` unless `to` exists. 0 or -1 (errno).
+int courier_rename_noreplace(const char *from, const char *to);
 
 /// `socket(2)` for the address libcurl is about to connect to, close-on-exec; -1 on failure.
 int courier_open_socket(const struct curl_sockaddr *address);

@@ -24,9 +24,16 @@ import HTTPTypes
 final class CurlDriver: @unchecked Sendable {
     enum Command {
         case add(Transfer)
+        /// Cancelled by the caller: take it off the multi handle.
         case remove(Transfer)
-        case pause(Transfer)
-        case unpause(Transfer)
+        /// `suspend()` and `resume()`.
+        case suspend(Transfer)
+        case unsuspend(Transfer)
+        /// A byte stream's consumer caught up.
+        case resumeReceiving(Transfer)
+        /// The request body stream has bytes again.
+        case resumeSending(Transfer)
+        case setRate(Transfer, Int64?)
     }
 
     private struct Inbox {
@@ -41,6 +48,10 @@ final class CurlDriver: @unchecked Sendable {
     struct Limits: Sendable {
         var maximumConnectionsPerHost = 6
         var maximumTotalConnections = 0
+        /// Transfers on the multi handle at once; further ones wait their turn. 0: no limit.
+        var maximumConcurrentTransfers = 0
+        /// Bytes per second shared by every transfer of the session, both directions; nil: none.
+        var maximumBytesPerSecond: Int64?
 
         /// Enough idle connections for every host the session talks to at full width, up to
         /// the total limit when there is one.
@@ -65,6 +76,13 @@ final class CurlDriver: @unchecked Sendable {
     /// closes them (CURLOPT_CLOSESOCKETFUNCTION), so they may stay in the epoll set while idle.
     private var connectionSockets = Set<Int32>()
     private var timerDeadline: UInt64?
+    /// Transfers waiting for a place under `maximumConcurrentTransfers`, in arrival order.
+    private var waiting: [Transfer] = []
+    private var waitingStart = 0
+    /// The session-wide bandwidth limit, consulted by the callbacks.
+    private(set) var bandwidth: BandwidthBucket?
+    /// Transfers paused by the bandwidth limit, and when they may go on.
+    private var throttled: [(deadline: UInt64, transfer: Transfer)] = []
 
     init(limits: Limits, name: String = "courier-driver") {
         _ = CurlRuntime.initialized
@@ -125,6 +143,8 @@ final class CurlDriver: @unchecked Sendable {
         // next requests then open again; size it from the connection limits instead.
         courier_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, limits.idleConnectionCacheSize)
 
+        if let rate = limits.maximumBytesPerSecond { bandwidth = BandwidthBucket(bytesPerSecond: rate) }
+
         let capacity = 256
         let events = UnsafeMutablePointer<courier_event>.allocate(capacity: capacity)
         defer { events.deallocate() }
@@ -159,6 +179,7 @@ final class CurlDriver: @unchecked Sendable {
                 for command in commands { perform(command) }
                 stop = shuttingDown
             }
+            if !throttled.isEmpty { releaseThrottled() }
             if let deadline = timerDeadline, courier_monotonic_nanoseconds() >= deadline {
                 // Cleared first: socket_action may set a new timer through the timer callback.
                 timerDeadline = nil
@@ -169,9 +190,11 @@ final class CurlDriver: @unchecked Sendable {
         tearDown()
     }
 
-    /// Milliseconds until libcurl's timer, rounded up; -1 when there is none.
+    /// Milliseconds until libcurl's timer or the next throttled transfer, rounded up; -1 when
+    /// there is neither.
     private func pollTimeout() -> Int32 {
-        guard let deadline = timerDeadline else { return -1 }
+        let next = throttled.map(\.deadline).min()
+        guard let deadline = [timerDeadline, next].compactMap({ $0 }).min() else { return -1 }
         let now = courier_monotonic_nanoseconds()
         guard deadline > now else { return 0 }
         return Int32(min((deadline - now + 999_999) / 1_000_000, 60_000))
@@ -192,14 +215,62 @@ final class CurlDriver: @unchecked Sendable {
         switch command {
         case .add(let transfer): add(transfer)
         case .remove(let transfer): detach(transfer)
-        case .pause(let transfer):
-            if let easy = transfer.easy { curl_easy_pause(easy, CURLPAUSE_ALL) }
-        case .unpause(let transfer):
-            if let easy = transfer.easy { curl_easy_pause(easy, CURLPAUSE_CONT) }
+        case .suspend(let transfer):
+            transfer.pause.suspended = true
+            applyPause(transfer)
+        case .unsuspend(let transfer):
+            transfer.pause.suspended = false
+            applyPause(transfer)
+        case .resumeReceiving(let transfer):
+            transfer.pause.receiveBackpressure = false
+            applyPause(transfer)
+        case .resumeSending(let transfer):
+            transfer.pause.sendWaiting = false
+            applyPause(transfer)
+        case .setRate(let transfer, let rate):
+            transfer.bandwidth = rate.map(BandwidthBucket.init(bytesPerSecond:))
+            if rate == nil {
+                // No limit any more: a pause the transfer's own bucket caused ends now.
+                throttled.removeAll { $0.transfer === transfer }
+                transfer.pause.receiveThrottled = false
+                transfer.pause.sendThrottled = false
+                applyPause(transfer)
+            }
+        }
+    }
+
+    /// Tells libcurl the directions the transfer's pause reasons leave paused, when that
+    /// changed. Unpausing may call the write callback at once with bytes libcurl held back.
+    private func applyPause(_ transfer: Transfer) {
+        guard let easy = transfer.easy else { return }
+        let mask = transfer.pause.mask
+        guard mask != transfer.appliedPauseMask else { return }
+        transfer.appliedPauseMask = mask
+        curl_easy_pause(easy, mask)
+    }
+
+    /// The bandwidth limit paused `transfer`: let it go on at `deadline`. Driver thread.
+    func wake(_ transfer: Transfer, at deadline: UInt64) {
+        throttled.append((deadline, transfer))
+    }
+
+    private func releaseThrottled() {
+        let now = courier_monotonic_nanoseconds()
+        let due = throttled.filter { $0.deadline <= now }
+        guard !due.isEmpty else { return }
+        throttled.removeAll { $0.deadline <= now }
+        for entry in due {
+            entry.transfer.pause.receiveThrottled = false
+            entry.transfer.pause.sendThrottled = false
+            applyPause(entry.transfer)
         }
     }
 
     private func add(_ transfer: Transfer) {
+        if limits.maximumConcurrentTransfers > 0, active.count >= limits.maximumConcurrentTransfers {
+            waiting.append(transfer)  // its turn comes in `detach`
+            return
+        }
         guard transfer.driverWillAdd() == .add else { return }
         let easy = handles.take(for: transfer)
         transfer.easy = easy
@@ -208,26 +279,40 @@ final class CurlDriver: @unchecked Sendable {
         do {
             try transfer.configure(easy)
         } catch {
-            detach(transfer)
+            detach(transfer, .failed)
             transfer.complete(with: .failure(error))
             return
         }
         let code = curl_multi_add_handle(multi, easy)
         if code != CURLM_OK {
-            detach(transfer)
+            detach(transfer, .failed)
             let message = String(cString: curl_multi_strerror(code))
             transfer.complete(
                 with: .failure(CourierError.transport(.init(url: transfer.current.url, message: message))))
         }
     }
 
-    /// Takes the transfer's easy handle off the multi handle and keeps it for reuse.
-    private func detach(_ transfer: Transfer) {
+    /// Takes the transfer's easy handle off the multi handle, keeps the handle for reuse, ends
+    /// the sink (if the outcome did not already), and lets a waiting transfer take the place.
+    private func detach(_ transfer: Transfer, _ outcome: SinkOutcome = .cancelled) {
         guard let easy = transfer.easy else { return }
         curl_multi_remove_handle(multi, easy)
         transfer.easy = nil
         active.removeValue(forKey: ObjectIdentifier(transfer))
+        throttled.removeAll { $0.transfer === transfer }
+        _ = transfer.endSink(outcome)
         handles.giveBack(easy, after: transfer)
+        while waitingStart < waiting.count, limits.maximumConcurrentTransfers > 0,
+            active.count < limits.maximumConcurrentTransfers
+        {
+            let next = waiting[waitingStart]
+            waitingStart += 1
+            add(next)
+        }
+        if waitingStart > 64, waitingStart * 2 > waiting.count {
+            waiting.removeFirst(waitingStart)
+            waitingStart = 0
+        }
     }
 
     private func readCompletions() {
@@ -261,13 +346,13 @@ final class CurlDriver: @unchecked Sendable {
             do {
                 try transfer.configure(easy)
             } catch {
-                detach(transfer)
+                detach(transfer, .failed)
                 transfer.complete(with: .failure(error))
                 return
             }
             curl_multi_add_handle(multi, easy)
         case .done(let result):
-            detach(transfer)
+            detach(transfer, .completed)  // the outcome already ended the sink
             transfer.complete(with: result)
         }
     }
@@ -277,9 +362,11 @@ final class CurlDriver: @unchecked Sendable {
             transfer.cancel()
             detach(transfer)
         }
-        // Commands that arrived after the last pass: their transfers end cancelled.
+        // Commands that arrived after the last pass, and transfers still waiting: cancelled.
         let (leftovers, _) = takeCommands()
         for case .add(let transfer) in leftovers { transfer.cancel() }
+        for transfer in waiting[waitingStart...] { transfer.cancel() }
+        waiting.removeAll()
         handles.removeAll()
         // Socket callbacks can still fire in here; `self` is alive (this thread holds it).
         curl_multi_cleanup(multi)

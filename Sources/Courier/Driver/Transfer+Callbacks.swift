@@ -4,7 +4,7 @@ import HTTPTypes
 
 // libcurl's per-transfer callbacks. Each receives the `Transfer` as its user data pointer
 // (unretained: the driver's `active` table holds the transfer while its handle is on the multi
-// handle) and runs on the driver thread, inside `curl_multi_socket_action`.
+// handle) and runs on the driver thread, inside `curl_multi_socket_action` or `curl_easy_pause`.
 
 /// CURLOPT_WRITEFUNCTION: body bytes, already content-decoded by libcurl.
 let transferWriteCallback: curl_write_callback = { buffer, size, count, userdata in
@@ -16,6 +16,22 @@ let transferWriteCallback: curl_write_callback = { buffer, size, count, userdata
 let transferHeaderCallback: curl_write_callback = { buffer, size, count, userdata in
     let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
     return transfer.receiveHeaderLine(UnsafeRawBufferPointer(start: buffer, count: size * count))
+}
+
+/// CURLOPT_READFUNCTION: request body bytes, on demand.
+let transferReadCallback: curl_read_callback = { buffer, size, count, userdata in
+    let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
+    return transfer.sendBody(UnsafeMutableRawBufferPointer(start: buffer, count: size * count))
+}
+
+/// CURLOPT_SEEKFUNCTION: libcurl wants to send the body again from the start.
+let transferSeekCallback: curl_seek_callback = { userdata, offset, origin in
+    let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
+    guard offset == 0, origin == SEEK_SET, let reader = transfer.bodyReader, reader.rewind() else {
+        return courier_seekfunc_cantseek
+    }
+    transfer.sentBytes = 0
+    return courier_seekfunc_ok
 }
 
 /// Status codes whose `Location` Courier follows (RFC 9110 section 15.4).
@@ -30,12 +46,9 @@ extension Transfer {
         }
         // With a content encoding, Content-Length counts encoded bytes, not what we receive.
         expectedBytes = head.hasContentEncoding ? nil : head.contentLength
-        if let limit = hop.maximumResponseSize, let declared = head.contentLength, declared > limit {
-            callbackFailure = tooLarge(limit: limit)
+        if let failure = sink.begin(head, expectedLength: expectedBytes) {
+            callbackFailure = failure
             return 0  // aborts the transfer with CURLE_WRITE_ERROR
-        }
-        if let expectedBytes, expectedBytes > 0 {
-            body.reserve(Int(min(expectedBytes, 16 << 20)))
         }
         reporters?.download.update(completedBytes: 0, totalBytes: expectedBytes)
         return line.count
@@ -43,20 +56,71 @@ extension Transfer {
 
     func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {
         if discardingBody { return bytes.count }
-        receivedBytes += Int64(bytes.count)
-        if let limit = hop.maximumResponseSize, receivedBytes > limit {
-            callbackFailure = tooLarge(limit: limit)
+        if !admit(bytes.count) {
+            pause.receiveThrottled = true
+            appliedPauseMask |= Int32(CURLPAUSE_RECV)
+            return courier_write_func_pause
+        }
+        switch sink.write(bytes) {
+        case .accepted:
+            receivedBytes += Int64(bytes.count)
+            reporters?.download.update(completedBytes: receivedBytes, totalBytes: expectedBytes)
+            return bytes.count
+        case .pause:
+            refund(bytes.count)
+            pause.receiveBackpressure = true
+            appliedPauseMask |= Int32(CURLPAUSE_RECV)
+            return courier_write_func_pause
+        case .failed(let error):
+            callbackFailure = error
             return bytes.count == 0 ? 1 : 0  // any other count aborts with CURLE_WRITE_ERROR
         }
-        body.append(bytes)
-        reporters?.download.update(completedBytes: receivedBytes, totalBytes: expectedBytes)
-        return bytes.count
     }
 
-    private func tooLarge(limit: Int64) -> CourierError {
-        .responseTooLarge(
-            .init(
-                url: current.url, response: head.response, body: nil,
-                message: "The response body is larger than the limit of \(limit) bytes"))
+    func sendBody(_ buffer: UnsafeMutableRawBufferPointer) -> Int {
+        guard let reader = bodyReader else { return 0 }
+        if !admit(buffer.count) {
+            pause.sendThrottled = true
+            appliedPauseMask |= Int32(CURLPAUSE_SEND)
+            return courier_readfunc_pause
+        }
+        switch reader.read(into: buffer) {
+        case .bytes(let count):
+            refund(buffer.count - count)
+            sentBytes += Int64(count)
+            reporters?.upload.update(completedBytes: sentBytes, totalBytes: hop.uploadLength)
+            return count
+        case .wait:
+            refund(buffer.count)
+            pause.sendWaiting = true
+            appliedPauseMask |= Int32(CURLPAUSE_SEND)
+            return courier_readfunc_pause
+        case .failed(let error):
+            callbackFailure = error
+            return courier_readfunc_abort
+        }
+    }
+
+    /// Takes `count` bytes from the session's and this transfer's bandwidth buckets. When
+    /// either is empty, takes nothing and asks the driver to unpause at the later ready time.
+    private func admit(_ count: Int) -> Bool {
+        let session = driver.bandwidth
+        guard session != nil || bandwidth != nil else { return true }
+        if let session, !session.take(count) {
+            driver.wake(self, at: max(session.readyTime, bandwidth?.readyTime ?? 0))
+            return false
+        }
+        if let bandwidth, !bandwidth.take(count) {
+            session?.refund(count)
+            driver.wake(self, at: bandwidth.readyTime)
+            return false
+        }
+        return true
+    }
+
+    private func refund(_ count: Int) {
+        guard count > 0 else { return }
+        driver.bandwidth?.refund(count)
+        bandwidth?.refund(count)
     }
 }

@@ -68,10 +68,10 @@ extension Transfer {
         _ easy: UnsafeMutableRawPointer, _ request: TransferRequest
     ) throws(CourierError) {
         let method = request.head.method
-        var body = request.body
-        if body == nil, method == .post || method == .put || method == .patch {
-            body = Data()  // send `Content-Length: 0` rather than no length at all
-        }
+        let sendsBody = method != .get && method != .head
+        // POST, PUT and PATCH always send a body: `Content-Length: 0` rather than none.
+        let body =
+            request.body ?? (method == .post || method == .put || method == .patch ? RequestBody(.data(Data())) : nil)
         switch method {
         case .get:
             courier_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
@@ -84,18 +84,37 @@ extension Transfer {
             courier_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method.rawValue)
             if body != nil { courier_easy_setopt_long(easy, CURLOPT_POST, 1) }
         }
-        if let body, method != .get, method != .head {
-            courier_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
+        if request.usesLargeBuffers {
+            courier_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 256 << 10)
+            courier_easy_setopt_long(easy, CURLOPT_UPLOAD_BUFFERSIZE, 256 << 10)
+        }
+        guard sendsBody, let body else { return }
+        if let data = body.smallData {
+            courier_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(data.count))
             // COPYPOSTFIELDS copies `POSTFIELDSIZE` bytes; an empty body still needs a pointer.
             let code =
-                body.isEmpty
+                data.isEmpty
                 ? courier_easy_setopt_string(easy, CURLOPT_COPYPOSTFIELDS, "")
-                : body.withUnsafeBytes {
+                : data.withUnsafeBytes {
                     courier_easy_setopt_pointer(
                         easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: $0.baseAddress!))
                 }
             try check(code, easy)
+            return
         }
+        // Larger bodies are read on demand; without a length libcurl sends them chunked.
+        let reader = body.makeReader()
+        reader.onReadable = { [weak self] in
+            guard let self else { return }
+            _ = self.driver.submit(.resumeSending(self))
+        }
+        bodyReader = reader
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        courier_easy_setopt_read_function(easy, transferReadCallback)
+        courier_easy_setopt_read_data(easy, me)
+        courier_easy_setopt_seek_function(easy, transferSeekCallback)
+        courier_easy_setopt_pointer(easy, CURLOPT_SEEKDATA, me)
+        courier_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.length ?? -1))
     }
 
     private func check(_ code: CURLcode, _ easy: UnsafeMutableRawPointer) throws(CourierError) {

@@ -41,8 +41,20 @@ final class Transfer: @unchecked Sendable {
     var head = ResponseHeadParser()
     /// The current hop is a redirect whose body is thrown away.
     var discardingBody = false
-    var body = BodyBuffer()
+    /// Where the body of the final response goes.
+    let sink: ResponseSink
+    var sinkEnded = false
+    /// Reads the request body of the current hop, when it is not sent from memory.
+    var bodyReader: BodyReader?
+    /// Why the transfer is paused, and what libcurl was last told.
+    var pause = PauseState()
+    var appliedPauseMask: Int32 = 0
+    /// This transfer's own bandwidth limit. libcurl's `CURLOPT_MAX_RECV_SPEED_LARGE` checks
+    /// the rate only between reads of up to a hundred buffers, far too coarse on a fast link,
+    /// so the callbacks enforce it with a token bucket, as they do the session's limit.
+    var bandwidth: BandwidthBucket?
     var receivedBytes: Int64 = 0
+    var sentBytes: Int64 = 0
     var expectedBytes: Int64?
     /// A failure found in a callback (e.g. the body grew past the limit), reported at the end.
     var callbackFailure: CourierError?
@@ -52,8 +64,11 @@ final class Transfer: @unchecked Sendable {
 
     init(
         request: TransferRequest, driver: CurlDriver, reporters: TransferReporters? = nil,
-        sharedHeaders: HeaderList? = nil
+        sharedHeaders: HeaderList? = nil, sink: ResponseSink? = nil, maximumBytesPerSecond: Int64? = nil
     ) {
+        self.sink =
+            sink ?? MemorySink(limit: request.options.maximumResponseSize, url: { URL(string: request.urlString) })
+        self.bandwidth = maximumBytesPerSecond.map(BandwidthBucket.init(bytesPerSecond:))
         self.current = request
         self.hop = HopSettings(request)
         self.prepared = PreparedHop(request, sharedHeaders: sharedHeaders)
@@ -100,7 +115,7 @@ final class Transfer: @unchecked Sendable {
     /// Pauses a running transfer in both directions, or holds one that has not started.
     func suspend() {
         let action = lifecycle.withLock { $0.machine.suspend() }
-        if action == .pause { _ = driver.submit(.pause(self)) }
+        if action == .pause { _ = driver.submit(.suspend(self)) }
     }
 
     /// Undoes `suspend()`; starts the transfer if it was never started.
@@ -108,9 +123,14 @@ final class Transfer: @unchecked Sendable {
         let action = lifecycle.withLock { $0.machine.resume() }
         switch action {
         case .enqueue: enqueue()
-        case .unpause: _ = driver.submit(.unpause(self))
+        case .unpause: _ = driver.submit(.unsuspend(self))
         case .none: break
         }
+    }
+
+    /// Sets this transfer's bandwidth limit, in bytes per second (nil: none).
+    func setMaximumBytesPerSecond(_ rate: Int64?) {
+        _ = driver.submit(.setRate(self, rate))
     }
 
     var isFinished: Bool { lifecycle.withLock { $0.machine.isFinished } }
@@ -162,28 +182,64 @@ final class Transfer: @unchecked Sendable {
         for waiter in waiters { waiter.resume(with: result) }
     }
 
-    /// Resets the per-hop response state before (re)adding the easy handle.
+    /// Resets the per-hop state before (re)adding the easy handle.
     func beginHop() {
         head.reset()
         discardingBody = false
-        body = BodyBuffer()
         receivedBytes = 0
+        sentBytes = 0
         expectedBytes = nil
         callbackFailure = nil
         errorBuffer[0] = 0
+        pause.receiveBackpressure = false
+        pause.receiveThrottled = false
+        pause.sendWaiting = false
+        pause.sendThrottled = false
+        appliedPauseMask = pause.mask  // a new hop starts paused only if suspended
+        bodyReader?.close()
+        bodyReader = nil
+    }
+
+    /// Ends the sink once. Driver thread.
+    func endSink(_ outcome: SinkOutcome) -> Data {
+        guard !sinkEnded else { return Data() }
+        sinkEnded = true
+        bodyReader?.close()
+        return sink.end(outcome)
     }
 }
 
 /// The few facts about the current hop that libcurl's callbacks read for every chunk.
 struct HopSettings {
     var followRedirects: Bool
-    var maximumResponseSize: Int64?
     var isPlain: Bool
+    var uploadLength: Int64?
 
     init(_ request: TransferRequest) {
         followRedirects = request.options.followRedirects
-        maximumResponseSize = request.options.maximumResponseSize
         isPlain = request.isPlain
+        uploadLength = request.body?.length
+    }
+}
+
+/// Why a transfer is paused. libcurl pauses a direction itself when a callback answers
+/// "pause"; the driver unpauses it (`curl_easy_pause`) once no reason is left.
+struct PauseState {
+    /// `suspend()`: both directions.
+    var suspended = false
+    /// A byte stream's consumer is behind.
+    var receiveBackpressure = false
+    /// Over the session's bandwidth limit.
+    var receiveThrottled = false
+    /// The request body stream has nothing to send yet.
+    var sendWaiting = false
+    var sendThrottled = false
+
+    var mask: Int32 {
+        var mask: Int32 = 0
+        if suspended || receiveBackpressure || receiveThrottled { mask |= Int32(CURLPAUSE_RECV) }
+        if suspended || sendWaiting || sendThrottled { mask |= Int32(CURLPAUSE_SEND) }
+        return mask
     }
 }
 

@@ -11,14 +11,16 @@ enum TransferOutcome {
     static func evaluate(_ transfer: Transfer, easy: UnsafeMutableRawPointer, code: CURLcode) -> TransferOutcome {
         let request = transfer.current
         if code != CURLE_OK {
+            let body = transfer.endSink(.failed)
             if let failure = transfer.callbackFailure { return .done(.failure(failure)) }
             let context = CourierError.Context(
                 url: request.url, response: transfer.head.isComplete ? transfer.head.response : nil,
-                body: transfer.body.isEmpty ? nil : transfer.body.copiedData(), message: "")
+                body: body.isEmpty ? nil : body, message: "")
             let detail = String(cString: transfer.errorBuffer)
             return .done(.failure(CourierError.fromCurl(code, detail: detail, context: context)))
         }
         guard transfer.head.isComplete, transfer.head.statusCode != 0 else {
+            _ = transfer.endSink(.failed)
             return .done(
                 .failure(
                     CourierError.invalidResponse(
@@ -31,6 +33,7 @@ enum TransferOutcome {
                     try RedirectPolicy.nextRequest(
                         after: request, response: response, location: location, redirectCount: transfer.redirectCount))
             } catch {
+                _ = transfer.endSink(.failed)
                 return .done(.failure(error))
             }
         }
@@ -40,7 +43,7 @@ enum TransferOutcome {
         return .done(
             .success(
                 TransferOutput(
-                    request: request.head, head: transfer.head, body: transfer.body.takeData(),
+                    request: request.head, head: transfer.head, body: transfer.endSink(.completed),
                     metrics: metrics))
         )
     }
@@ -143,6 +146,12 @@ enum RedirectPolicy {
             next.head.method = .get
             next.body = nil
             for name in bodyHeaders { next.head.headerFields[name] = nil }
+        }
+        if let body = next.body, !body.isReplayable {
+            throw .serializationFailed(
+                .init(
+                    url: target, response: response,
+                    message: "The request body is a stream and cannot be sent again for a \(code) redirect"))
         }
         if request.url.map({ !Self.sameOrigin($0, target) }) ?? true {
             for name in credentialHeaders { next.head.headerFields[name] = nil }

@@ -10,7 +10,9 @@ struct TransferRequest: Sendable {
     /// path make it up.
     var urlString: String
     /// The request body, if any.
-    var body: Data?
+    var body: RequestBody?
+    /// Large transfers (downloads, streams, uploads) get larger libcurl buffers.
+    var usesLargeBuffers = false
     /// Limits, timeouts and protocol choices.
     var options: TransferOptions
 
@@ -19,7 +21,7 @@ struct TransferRequest: Sendable {
 
     /// A GET or HEAD without body: the shape whose easy handle can be reused without a reset.
     var isPlain: Bool {
-        body == nil && (head.method == .get || head.method == .head)
+        body == nil && !usesLargeBuffers && (head.method == .get || head.method == .head)
     }
 }
 

@@ -68,6 +68,9 @@ public enum CourierError: Error, Sendable {
         public var curlCode: Int?
         /// The error that caused this one (for example a `DecodingError`), if any.
         public var underlyingError: (any Error & Sendable)?
+        /// For a download that failed part way: what `downloadTask(resumingFrom:to:)` needs to
+        /// fetch only the missing bytes.
+        public var resumeData: ResumeData?
 
         /// Creates a context.
         public init(

@@ -13,30 +13,35 @@ import Foundation
 public enum QueryStringEncoding {
     /// Encodes an object's members. Throws if `parameters` is not an object.
     public static func encode(_ parameters: JSON) throws(CourierError) -> String {
+        try pairs(parameters).map { name, value in
+            value.map { "\(escape(name))=\(escape($0))" } ?? escape(name)
+        }.joined(separator: "&")
+    }
+
+    /// The flattened name-value pairs of an object, unescaped (`user[name]`, `tags[]`); nil
+    /// for `null` values.
+    static func pairs(_ parameters: JSON) throws(CourierError) -> [(String, String?)] {
         guard case .object = parameters else {
             throw .serializationFailed(
                 .init(message: "Query and form parameters must be an object of named values, not \(parameters)"))
         }
-        var pairs: [String] = []
-        appendPairs(key: nil, value: parameters, into: &pairs)
-        return pairs.joined(separator: "&")
+        var pairs: [(String, String?)] = []
+        collectPairs(key: nil, value: parameters, into: &pairs)
+        return pairs
     }
 
-    private static func appendPairs(key: String?, value: JSON, into pairs: inout [String]) {
+    private static func collectPairs(key: String?, value: JSON, into pairs: inout [(String, String?)]) {
         switch value {
         case .object(let members):
             for name in members.keys.sorted() {
-                let nestedKey = key.map { "\($0)[\(name)]" } ?? name
-                appendPairs(key: nestedKey, value: members[name]!, into: &pairs)
+                collectPairs(key: key.map { "\($0)[\(name)]" } ?? name, value: members[name]!, into: &pairs)
             }
         case .array(let elements):
-            let arrayKey = "\(key ?? "")[]"
-            for element in elements { appendPairs(key: arrayKey, value: element, into: &pairs) }
+            for element in elements { collectPairs(key: "\(key ?? "")[]", value: element, into: &pairs) }
         case .null:
-            if let key { pairs.append(escape(key)) }
+            if let key { pairs.append((key, nil)) }
         default:
-            guard let key else { return }
-            pairs.append("\(escape(key))=\(escape(scalarText(value)))")
+            if let key { pairs.append((key, scalarText(value))) }
         }
     }
 

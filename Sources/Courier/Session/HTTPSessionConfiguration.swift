@@ -42,6 +42,13 @@ public struct HTTPSessionConfiguration: Sendable {
     public var maximumConnectionsPerHost = 6
     /// Connections open at once in total; 0 for no limit. Default 0.
     public var maximumConnections = 0
+    /// Tasks running at once; further ones wait their turn (first come, first served). nil for
+    /// no limit. Default nil.
+    public var maximumConcurrentTasks: Int?
+    /// Bytes per second shared by every transfer of the session, downloads and uploads
+    /// together; nil for no limit. Default nil. Tasks can also be limited one by one
+    /// (`setMaximumBytesPerSecond(_:)`).
+    public var maximumBytesPerSecond: Int64?
     /// Which HTTP version to ask for. Default: HTTP/2 over TLS when offered, else HTTP/1.1.
     public var httpVersion: HTTPVersionPreference = .http2OverTLS
     /// Whether redirects are followed. Default true.

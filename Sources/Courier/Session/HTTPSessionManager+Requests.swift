@@ -26,7 +26,7 @@ extension HTTPSessionManager {
         serializer: Serializer
     ) async throws -> DataResponse<Serializer.Value> {
         try await perform(
-            Call(method: method, path: path, parameters: nil, headers: headers, body: body), serializer: serializer)
+            Call(method: method, path: path, headers: headers, body: RequestBody(.data(body))), serializer: serializer)
     }
 
     /// Starts a data task: the response collected in memory, serialized by the manager's
@@ -42,7 +42,7 @@ extension HTTPSessionManager {
         _ method: HTTPRequest.Method, _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
         serializer: Serializer
     ) -> DataTask<Serializer.Value> {
-        let call = Call(method: method, path: path, parameters: parameters, headers: headers, body: nil)
+        let call = Call(method: method, path: path, parameters: parameters, headers: headers)
         return DataTask(control: TaskControl()) { control in
             do {
                 return try await self.perform(

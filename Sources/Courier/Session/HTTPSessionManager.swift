@@ -89,7 +89,9 @@ open class HTTPSessionManager {
         self.driver = CurlDriver(
             limits: .init(
                 maximumConnectionsPerHost: configuration.maximumConnectionsPerHost,
-                maximumTotalConnections: configuration.maximumConnections))
+                maximumTotalConnections: configuration.maximumConnections,
+                maximumConcurrentTransfers: configuration.maximumConcurrentTasks ?? 0,
+                maximumBytesPerSecond: configuration.maximumBytesPerSecond))
     }
 
     deinit {
@@ -160,21 +162,39 @@ open class HTTPSessionManager {
         var path: String
         var parameters: JSON?
         var headers: [String: String]
-        var body: Data?
+        /// A body given as is: the request serializer is skipped.
+        var body: RequestBody?
+        /// The `Content-Type` of `body`, unless the call's headers set one.
+        var contentType: String?
+        /// Downloads, streams and large uploads: larger libcurl buffers.
+        var usesLargeBuffers = false
+        var maximumBytesPerSecond: Int64?
+
+        init(
+            method: HTTPRequest.Method, path: String, parameters: JSON? = nil, headers: [String: String] = [:],
+            body: RequestBody? = nil, contentType: String? = nil
+        ) {
+            self.method = method
+            self.path = path
+            self.parameters = parameters
+            self.headers = headers
+            self.body = body
+            self.contentType = contentType
+        }
     }
 
     /// Builds the request head, encodes parameters; nonisolated, before anything is sent.
     nonisolated func prepare(
         _ call: Call
     ) throws(CourierError) -> (
-        SerializedRequest, session: (fields: HTTPFields, list: HeaderList)
+        head: HTTPRequest, body: RequestBody?, session: (fields: HTTPFields, list: HeaderList)
     ) {
         let (serializer, session) = try settings.withLock { settings throws(CourierError) in
             (settings.requestSerializer, try settings.sessionFields())
         }
         var fields = session.fields
         if !call.headers.isEmpty { try RequestBuilding.apply(call.headers, to: &fields) }
-        let head: HTTPRequest
+        var head: HTTPRequest
         if let base, let path = base.resolvePlain(call.path) {
             head = HTTPRequest(
                 method: call.method, scheme: base.scheme, authority: base.authority, path: path, headerFields: fields)
@@ -183,9 +203,36 @@ open class HTTPSessionManager {
             head = HTTPRequest(method: call.method, url: url, headerFields: fields)
         }
         if let body = call.body {
-            return (SerializedRequest(request: head, body: body), session)
+            if let contentType = call.contentType, head.headerFields[.contentType] == nil {
+                head.headerFields[.contentType] = contentType
+            }
+            if body.compressed { head.headerFields[.contentEncoding] = "gzip" }
+            return (head, body, session)
         }
-        return (try serializer.serialize(head, parameters: call.parameters), session)
+        let serialized = try serializer.serialize(head, parameters: call.parameters)
+        return (serialized.request, serialized.body.map { RequestBody(.data($0)) }, session)
+    }
+
+    /// Prepares, adapts, sends and processes one call: the response before serialization.
+    nonisolated func performRaw(
+        _ call: Call, reporters: TransferReporters? = nil, sink: ResponseSink? = nil,
+        register: (@Sendable (Transfer) -> Void)? = nil
+    ) async throws -> RawResponse {
+        let (head, body, sessionHeaders) = try prepare(call)
+        let adapted = runsHooks ? try await adapt(head) : head
+        var request = TransferRequest(
+            head: adapted, urlString: try RequestBuilding.urlString(of: adapted), body: body, options: transferOptions)
+        request.usesLargeBuffers = call.usesLargeBuffers
+        // Most requests send exactly the session's headers: share its prebuilt header list.
+        let sharesHeaders = body == nil && adapted.headerFields == sessionHeaders.fields
+        let transfer = Transfer(
+            request: request, driver: driver, reporters: reporters,
+            sharedHeaders: sharesHeaders ? sessionHeaders.list : nil, sink: sink,
+            maximumBytesPerSecond: call.maximumBytesPerSecond)
+        register?(transfer)
+        transfer.start()
+        let output = try await transfer.value()
+        return runsHooks ? try await process(RawResponse(output)) : RawResponse(output)
     }
 
     /// Prepares, adapts, sends, processes and serializes one call.
@@ -193,20 +240,7 @@ open class HTTPSessionManager {
         _ call: Call, serializer: Serializer, reporters: TransferReporters? = nil,
         register: (@Sendable (Transfer) -> Void)? = nil
     ) async throws -> DataResponse<Serializer.Value> {
-        let (serialized, sessionHeaders) = try prepare(call)
-        let adapted = runsHooks ? try await adapt(serialized.request) : serialized.request
-        let request = TransferRequest(
-            head: adapted, urlString: try RequestBuilding.urlString(of: adapted), body: serialized.body,
-            options: transferOptions)
-        // Most requests send exactly the session's headers: share its prebuilt header list.
-        let sharesHeaders = serialized.body == nil && adapted.headerFields == sessionHeaders.fields
-        let transfer = Transfer(
-            request: request, driver: driver, reporters: reporters,
-            sharedHeaders: sharesHeaders ? sessionHeaders.list : nil)
-        register?(transfer)
-        transfer.start()
-        let output = try await transfer.value()
-        let raw = runsHooks ? try await process(RawResponse(output)) : RawResponse(output)
+        let raw = try await performRaw(call, reporters: reporters, register: register)
         return DataResponse(raw: raw, value: try serializer.serialize(raw))
     }
 

@@ -55,6 +55,11 @@ public final class DataTask<Value: Sendable>: Sendable {
 
     /// Continues after ``suspend()``.
     public func resume() { control.resume() }
+
+    /// Limits this task's bandwidth (bytes per second, each direction); nil lifts the limit.
+    public func setMaximumBytesPerSecond(_ bytesPerSecond: Int64?) {
+        control.setMaximumBytesPerSecond(bytesPerSecond)
+    }
 }
 
 /// Links a task object to the transfer its pipeline creates later: cancel, suspend and resume
@@ -65,6 +70,7 @@ final class TaskControl: Sendable {
         var transfer: Transfer?
         var cancelled = false
         var suspended = false
+        var maximumBytesPerSecond: Int64??
     }
 
     let reporters: TransferReporters
@@ -76,10 +82,11 @@ final class TaskControl: Sendable {
 
     /// Called by the pipeline right after it made the transfer, before starting it.
     func attach(_ transfer: Transfer) {
-        let (cancelled, suspended) = state.withLock { state in
+        let (cancelled, suspended, rate) = state.withLock { state in
             state.transfer = transfer
-            return (state.cancelled, state.suspended)
+            return (state.cancelled, state.suspended, state.maximumBytesPerSecond)
         }
+        if let rate { transfer.setMaximumBytesPerSecond(rate) }
         if suspended { transfer.suspend() }
         if cancelled { transfer.cancel() }
     }
@@ -110,5 +117,13 @@ final class TaskControl: Sendable {
             return state.transfer
         }
         transfer?.resume()
+    }
+
+    func setMaximumBytesPerSecond(_ rate: Int64?) {
+        let transfer = state.withLock { state in
+            state.maximumBytesPerSecond = .some(rate)
+            return state.transfer
+        }
+        transfer?.setMaximumBytesPerSecond(rate)
     }
 }

@@ -1,0 +1,67 @@
+import Foundation
+
+/// Where a transfer's response body goes. Driver thread only.
+///
+/// The driver calls `begin` once the final head has arrived (not an interim 1xx head, not a
+/// redirect whose body is discarded), `write` for each chunk libcurl delivers (already
+/// content-decoded), and `end` once, when the transfer is over for whatever reason.
+protocol ResponseSink: AnyObject {
+    /// The final response head. Returning an error aborts the transfer with it.
+    func begin(_ head: ResponseHeadParser, expectedLength: Int64?) -> CourierError?
+    func write(_ bytes: UnsafeRawBufferPointer) -> SinkWrite
+    /// The transfer is over: `.completed` (libcurl finished it), `.failed` or `.cancelled`.
+    /// Returns the bytes collected in memory, if the sink keeps any.
+    func end(_ outcome: SinkOutcome) -> Data
+}
+
+enum SinkWrite {
+    case accepted
+    /// Not taken: libcurl keeps the bytes and delivers them again after the driver unpauses
+    /// the transfer (`CURL_WRITEFUNC_PAUSE`).
+    case pause
+    case failed(CourierError)
+}
+
+enum SinkOutcome {
+    case completed
+    case failed
+    case cancelled
+}
+
+/// Collects the body in memory, within the size limit (data tasks).
+final class MemorySink: ResponseSink {
+    private var buffer = BodyBuffer()
+    private let limit: Int64?
+    private let url: @Sendable () -> URL?
+
+    init(limit: Int64?, url: @escaping @Sendable () -> URL?) {
+        self.limit = limit
+        self.url = url
+    }
+
+    func begin(_ head: ResponseHeadParser, expectedLength: Int64?) -> CourierError? {
+        if let limit, let declared = head.contentLength, declared > limit { return tooLarge(head) }
+        if let expectedLength, expectedLength > 0 { buffer.reserve(Int(min(expectedLength, 16 << 20))) }
+        return nil
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) -> SinkWrite {
+        if let limit, Int64(buffer.count + bytes.count) > limit { return .failed(tooLarge(nil)) }
+        buffer.append(bytes)
+        return .accepted
+    }
+
+    func end(_ outcome: SinkOutcome) -> Data {
+        buffer.takeData()
+    }
+
+    /// What was collected so far, for error reports.
+    var collected: Data { buffer.copiedData() }
+
+    private func tooLarge(_ head: ResponseHeadParser?) -> CourierError {
+        .responseTooLarge(
+            .init(
+                url: url(), response: head?.response, body: nil,
+                message: "The response body is larger than the limit of \(limit ?? 0) bytes"))
+    }
+}

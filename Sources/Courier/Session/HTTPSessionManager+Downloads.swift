@@ -1,0 +1,163 @@
+import CCurlShim
+import Foundation
+import HTTPTypes
+
+extension HTTPSessionManager {
+    /// Starts a download to `destination`. The body goes straight to a temporary file next to
+    /// it, renamed into place when the transfer succeeded and the status is in 200..<300.
+    ///
+    /// - Parameters:
+    ///   - path: A path relative to ``baseURL``, or an absolute URL.
+    ///   - parameters: Encoded into the query (by ``requestSerializer``; GET).
+    ///   - headers: Headers for this request.
+    ///   - destination: The file to create.
+    ///   - options: Whether to create missing directories and replace an existing file.
+    public nonisolated func downloadTask(
+        _ path: String, parameters: JSON? = nil, headers: [String: String] = [:], to destination: URL,
+        options: DownloadOptions = []
+    ) -> DownloadTask {
+        makeDownloadTask(
+            Call(method: .get, path: path, parameters: parameters, headers: headers), destination: .file(destination),
+            options: options, resume: nil)
+    }
+
+    /// Starts a download into `directory`, named after the response: the `Content-Disposition`
+    /// file name (reduced to a safe single path component), else the URL's last component.
+    public nonisolated func downloadTask(
+        _ path: String, parameters: JSON? = nil, headers: [String: String] = [:], into directory: URL,
+        options: DownloadOptions = []
+    ) -> DownloadTask {
+        makeDownloadTask(
+            Call(method: .get, path: path, parameters: parameters, headers: headers),
+            destination: .directory(directory), options: options, resume: nil)
+    }
+
+    /// Continues an interrupted download: asks for the missing bytes with `Range` and, when
+    /// there is a validator, `If-Range`. A server that answers 200 (the resource changed, or
+    /// ranges are not supported) sends the whole body, which replaces the partial file.
+    public nonisolated func downloadTask(
+        resumingFrom resumeData: ResumeData, to destination: URL, options: DownloadOptions = []
+    ) -> DownloadTask {
+        var headers = resumeData.headers
+        headers["Range"] = "bytes=\(resumeData.bytesWritten)-"
+        if let validator = resumeData.validator { headers["If-Range"] = validator }
+        return makeDownloadTask(
+            Call(method: .get, path: resumeData.url.absoluteString, headers: headers), destination: .file(destination),
+            options: options, resume: resumeData)
+    }
+
+    private enum DownloadDestination {
+        case file(URL)
+        case directory(URL)
+
+        var directory: URL {
+            switch self {
+            case .file(let url): url.deletingLastPathComponent()
+            case .directory(let url): url
+            }
+        }
+    }
+
+    private nonisolated func makeDownloadTask(
+        _ plainCall: Call, destination: DownloadDestination, options: DownloadOptions, resume: ResumeData?
+    ) -> DownloadTask {
+        var call = plainCall
+        call.usesLargeBuffers = true
+        let finalCall = call
+        let name: String
+        switch destination {
+        case .file(let url): name = url.lastPathComponent
+        case .directory: name = "download"
+        }
+        let temporary =
+            resume?.partialFile
+            ?? destination.directory.appendingPathComponent(".\(name).\(UUID().uuidString.prefix(8)).download")
+        let sink = DownloadSink(file: temporary, resumeOffset: resume?.bytesWritten)
+        sink.sourceURL = resume?.url.absoluteString
+        let originalHeaders = resume?.headers ?? call.headers
+        let resumeBase: @Sendable (DownloadSink.Result) -> ResumeData? = { result in
+            guard case .partial(let file, let bytes, let validator) = result,
+                let sourceURL = sink.sourceURL.flatMap(URL.init(string:))
+            else { return nil }
+            return ResumeData(
+                url: sourceURL, partialFile: file, bytesWritten: bytes, validator: validator ?? resume?.validator,
+                headers: originalHeaders)
+        }
+        return DownloadTask(control: TaskControl(), sink: sink, resumeBase: resumeBase) { control in
+            do {
+                try Self.prepareDestination(destination, options: options)
+                let raw = try await self.performRaw(
+                    finalCall, reporters: control.reporters, sink: sink,
+                    register: { transfer in
+                        if sink.sourceURL == nil { sink.sourceURL = transfer.current.urlString }
+                        control.attach(transfer)
+                    })
+                return try await Self.finishDownload(raw, sink: sink, destination: destination, options: options)
+            } catch let error as CourierError {
+                control.reporters.finish(succeeded: false)
+                guard let resumeData = resumeBase(await sink.result()) else { throw error }
+                throw error.withContext { $0.resumeData = resumeData }
+            } catch {
+                control.reporters.finish(succeeded: false)
+                throw error
+            }
+        }
+    }
+
+    /// Before anything is sent: the directory exists (or is made), and the destination is free
+    /// unless it may be replaced.
+    private nonisolated static func prepareDestination(
+        _ destination: DownloadDestination, options: DownloadOptions
+    ) throws(CourierError) {
+        let directory = destination.directory
+        var isDirectory: ObjCBool = false
+        if !FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory) {
+            guard options.contains(.createIntermediateDirectories) else {
+                throw .fileSystem(.init(url: directory, message: "The directory \(directory.path) does not exist"))
+            }
+            do {
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            } catch {
+                throw .fileSystem(.init(url: directory, message: "Cannot create \(directory.path): \(error)"))
+            }
+        } else if !isDirectory.boolValue {
+            throw .fileSystem(.init(url: directory, message: "\(directory.path) is not a directory"))
+        }
+        if case .file(let url) = destination, !options.contains(.replaceExisting),
+            FileManager.default.fileExists(atPath: url.path)
+        {
+            throw .fileSystem(
+                .init(url: url, message: "\(url.path) exists; pass .replaceExisting to replace it"))
+        }
+    }
+
+    /// After the transfer: a complete file with an acceptable status is renamed into place.
+    private nonisolated static func finishDownload(
+        _ raw: RawResponse, sink: DownloadSink, destination: DownloadDestination, options: DownloadOptions
+    ) async throws -> DownloadResponse {
+        let result = await sink.result()
+        guard case .complete(let file, _, let suggestedName) = result else {
+            throw CourierError.unacceptableStatusCode(raw.errorContext("Unacceptable status code \(raw.status.code)"))
+        }
+        let target: URL
+        switch destination {
+        case .file(let url):
+            target = url
+        case .directory(let directory):
+            let name = suggestedName ?? ContentDisposition.sanitized(raw.url.lastPathComponent) ?? "download"
+            target = directory.appendingPathComponent(name)
+        }
+        let moved =
+            options.contains(.replaceExisting)
+            ? rename(file.path, target.path) : courier_rename_noreplace(file.path, target.path)
+        guard moved == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(file.path)
+            throw CourierError.fileSystem(
+                .init(
+                    url: target, response: raw.response,
+                    message: "Cannot move the download to \(target.path): \(reason)"))
+        }
+        return DownloadResponse(request: raw.request, head: raw.head, fileURL: target, metrics: raw.metrics)
+    }
+}

@@ -1,0 +1,161 @@
+import Foundation
+import HTTPTypes
+
+/// A request body for an upload task.
+public struct UploadBody: Sendable {
+    enum Source: Sendable {
+        case content(RequestBody.Content)
+        /// A file, measured when the task starts.
+        case file(URL)
+    }
+
+    let source: Source
+    let contentType: String?
+
+    /// Bytes in memory (sent from memory without another copy).
+    public static func data(_ data: Data, contentType: String? = nil) -> UploadBody {
+        UploadBody(source: .content(.data(data)), contentType: contentType)
+    }
+
+    /// A file, read while the request is sent (constant memory) with an exact `Content-Length`.
+    public static func file(_ url: URL, contentType: String? = nil) -> UploadBody {
+        UploadBody(source: .file(url), contentType: contentType)
+    }
+
+    /// The bytes of an `AsyncSequence`, sent with chunked transfer encoding. The sequence is
+    /// read only as fast as the request goes out: while 1 MiB waits to be sent, reading waits.
+    public static func stream<Bytes: AsyncSequence & Sendable>(
+        _ bytes: Bytes, contentType: String? = nil
+    ) -> UploadBody where Bytes.Element == Data {
+        UploadBody(source: .content(.stream(StreamBodyBridge(bytes))), contentType: contentType)
+    }
+
+    /// A multipart form (its file parts are read while the request is sent).
+    public static func multipart(_ form: MultipartFormData) -> UploadBody {
+        UploadBody(source: .content(.segments(form.segments)), contentType: form.contentType)
+    }
+
+    /// The body the driver sends. Files are measured here, so that a missing one fails before
+    /// anything is sent.
+    func requestBody(compressed: Bool) throws(CourierError) -> RequestBody {
+        switch source {
+        case .content(let content):
+            return RequestBody(content, compressed: compressed)
+        case .file(let url):
+            let length = try MultipartFormData.fileLength(url)
+            return RequestBody(.file(path: url.path, length: length), compressed: compressed)
+        }
+    }
+}
+
+extension HTTPSessionManager {
+    /// Starts an upload: sends `body` with `method`, and turns the response into a value with
+    /// `serializer`. The task's `uploadProgress` reports the bytes sent (with a total when the
+    /// length is known in advance).
+    ///
+    /// - Parameter compressed: Compress the body with gzip on the way out
+    ///   (`Content-Encoding: gzip`, chunked). Only for servers that accept compressed requests.
+    public nonisolated func uploadTask<Serializer: ResponseSerializer>(
+        _ method: HTTPRequest.Method, _ path: String, body: UploadBody, headers: [String: String] = [:],
+        compressed: Bool = false, serializer: Serializer
+    ) -> DataTask<Serializer.Value> {
+        DataTask(control: TaskControl()) { control in
+            do {
+                var call = Call(
+                    method: method, path: path, headers: headers, body: try body.requestBody(compressed: compressed),
+                    contentType: body.contentType)
+                call.usesLargeBuffers = true
+                return try await self.perform(
+                    call, serializer: serializer, reporters: control.reporters, register: control.attach)
+            } catch {
+                control.reporters.finish(succeeded: false)
+                throw error
+            }
+        }
+    }
+
+    /// Starts an upload whose response the manager's ``responseSerializer`` reads.
+    public nonisolated func uploadTask(
+        _ method: HTTPRequest.Method, _ path: String, body: UploadBody, headers: [String: String] = [:],
+        compressed: Bool = false
+    ) -> DataTask<JSON> {
+        uploadTask(method, path, body: body, headers: headers, compressed: compressed, serializer: responseSerializer)
+    }
+
+    /// Starts an upload of a file, read while the request is sent.
+    public nonisolated func uploadTask(
+        _ method: HTTPRequest.Method, _ path: String, fromFile file: URL, headers: [String: String] = [:]
+    ) -> DataTask<JSON> {
+        uploadTask(method, path, body: .file(file), headers: headers)
+    }
+
+    /// Starts an upload of a file, read while the request is sent, with a response serializer.
+    public nonisolated func uploadTask<Serializer: ResponseSerializer>(
+        _ method: HTTPRequest.Method, _ path: String, fromFile file: URL, headers: [String: String] = [:],
+        serializer: Serializer
+    ) -> DataTask<Serializer.Value> {
+        uploadTask(method, path, body: .file(file), headers: headers, serializer: serializer)
+    }
+
+    // MARK: - Multipart forms
+
+    /// `POST` of a `multipart/form-data` body: `parameters` become text fields first (named as
+    /// the query-string encoding names them), then the parts `constructingBody` appends.
+    /// Files are streamed from disk while the request is sent.
+    @discardableResult
+    public nonisolated func POST<Value: Decodable & Sendable>(
+        _ path: String, parameters: JSON? = nil, headers: [String: String] = [:], as type: Value.Type = JSON.self,
+        constructingBody: (inout MultipartFormData) throws -> Void
+    ) async throws -> Value {
+        try await POST(
+            path, parameters: parameters, headers: headers, serializer: serializer(for: type),
+            constructingBody: constructingBody)
+    }
+
+    /// `POST` of a `multipart/form-data` body, with a response serializer of your choice.
+    @discardableResult
+    public nonisolated func POST<Serializer: ResponseSerializer>(
+        _ path: String, parameters: JSON? = nil, headers: [String: String] = [:], serializer: Serializer,
+        constructingBody: (inout MultipartFormData) throws -> Void
+    ) async throws -> Serializer.Value {
+        var form = MultipartFormData()
+        if let parameters { try form.append(parameters: parameters) }
+        try constructingBody(&form)
+        var call = Call(
+            method: .post, path: path, headers: headers, body: RequestBody(.segments(form.segments)),
+            contentType: form.contentType)
+        call.usesLargeBuffers = form.contentLength > 1 << 20
+        return try await perform(call, serializer: serializer).value
+    }
+
+    // MARK: - Byte streams
+
+    /// The response body as an `AsyncSequence` of chunks, with backpressure (see
+    /// ``ByteStream``). The request is sent when iteration starts.
+    public nonisolated func bytes(
+        _ method: HTTPRequest.Method, _ path: String, parameters: JSON? = nil, headers: [String: String] = [:]
+    ) -> ByteStream {
+        var call = Call(method: method, path: path, parameters: parameters, headers: headers)
+        call.usesLargeBuffers = true
+        let finalCall = call
+        return ByteStream { sink, control in
+            Task {
+                do {
+                    let raw = try await self.performRaw(
+                        finalCall, reporters: control.reporters, sink: sink,
+                        register: { transfer in
+                            sink.setResumeReceiving { [weak transfer] in
+                                guard let transfer else { return }
+                                _ = transfer.driver.submit(.resumeReceiving(transfer))
+                            }
+                            control.attach(transfer)
+                        })
+                    sink.finish(raw: raw, error: nil)
+                } catch {
+                    control.reporters.finish(succeeded: false)
+                    sink.finish(raw: nil, error: error)
+                }
+            }
+        }
+    }
+}

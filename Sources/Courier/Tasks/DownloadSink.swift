@@ -1,0 +1,260 @@
+import CCurlShim
+import Foundation
+import HTTPTypes
+
+/// Writes a download's body straight to a file.
+///
+/// A fresh download writes into a new temporary file next to the destination; a resumed one
+/// appends to the partial file after a 206 (or starts it over after a 200). Responses that
+/// are not 2xx are kept in memory (up to 1 MiB) for the error instead. When the transfer ends
+/// the file is closed and, on success, left for the task to validate and rename into place;
+/// after a cancellation that asked for resume data, or a failure, the partial file stays;
+/// otherwise a file this sink created is deleted.
+///
+/// `@unchecked Sendable`: the file descriptor and counters are touched only on the driver
+/// thread (between `begin` and `end`); `shared` (a `Locked`) holds what other threads read:
+/// the phase, the resume-data request and the waiters for the end.
+final class DownloadSink: ResponseSink, @unchecked Sendable {
+    /// What survives the transfer.
+    enum Result: Sendable {
+        /// The whole body is in `file`; `suggestedName` comes from `Content-Disposition`.
+        case complete(file: URL, bytes: Int64, suggestedName: String?)
+        /// A partial file that a resumed download can finish.
+        case partial(file: URL, bytes: Int64, validator: String?)
+        /// Nothing on disk (the body of an error response is returned in memory).
+        case none
+    }
+
+    private enum Phase {
+        case idle
+        case writing
+        case abandoned
+        case ended(Result)
+    }
+
+    private struct Shared {
+        var phase = Phase.idle
+        var wantsPartial = false
+        var sourceURL: String?
+        var waiters: [CheckedContinuation<Result, Never>] = []
+    }
+
+    let file: URL
+    let resumeOffset: Int64?
+    private let shared = Locked(Shared())
+
+    // Driver thread.
+    private var descriptor: Int32 = -1
+    private var createdFile = false
+    private var written: Int64 = 0
+    private var validator: String?
+    private var suggestedName: String?
+    private var errorBody: MemorySink?
+    private var alreadyComplete = false
+
+    /// `file` is a new temporary file, or (with `resumeOffset`) the partial file to finish.
+    init(file: URL, resumeOffset: Int64? = nil) {
+        self.file = file
+        self.resumeOffset = resumeOffset
+    }
+
+    // MARK: Driver side
+
+    func begin(_ head: ResponseHeadParser, expectedLength: Int64?) -> CourierError? {
+        let proceed = shared.withLock { shared -> Bool in
+            guard case .idle = shared.phase else { return false }
+            shared.phase = .writing
+            return true
+        }
+        guard proceed else { return .fileSystem(.init(url: nil, message: "The download was cancelled")) }
+        let status = head.statusCode
+        validator = head.lastValue(of: "etag") ?? head.lastValue(of: "last-modified")
+        suggestedName = head.lastValue(of: "content-disposition").flatMap(ContentDisposition.fileName)
+        if let resumeOffset, status == 416,
+            let total = head.lastValue(of: "content-range").flatMap(ContentRange.init)?.total, total == resumeOffset
+        {
+            // The partial file already holds the whole resource.
+            alreadyComplete = true
+            written = resumeOffset
+            return nil
+        }
+        guard (200..<300).contains(status) else {
+            errorBody = MemorySink(limit: nil, url: { nil })
+            return nil
+        }
+        var flags = O_WRONLY | O_CLOEXEC
+        if let resumeOffset {
+            if status == 206 {
+                guard let range = head.lastValue(of: "content-range").flatMap(ContentRange.init),
+                    range.start == resumeOffset
+                else {
+                    return .invalidResponse(
+                        .init(message: "The server resumed the download at another offset than \(resumeOffset)"))
+                }
+                written = resumeOffset
+            } else {
+                flags |= O_TRUNC  // a 200: the server sends everything again (If-Range did not match)
+            }
+        } else {
+            flags |= O_CREAT | O_EXCL
+        }
+        descriptor = open(file.path, flags, 0o644)
+        guard descriptor >= 0 else {
+            return .fileSystem(
+                .init(url: file, message: "Cannot open \(file.path): \(String(cString: strerror(errno)))"))
+        }
+        createdFile = resumeOffset == nil
+        if written > 0 {
+            // Drop anything past the resume point (a previous attempt may have written more).
+            _ = ftruncate(descriptor, off_t(written))
+            _ = lseek(descriptor, off_t(written), SEEK_SET)
+        }
+        return nil
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) -> SinkWrite {
+        if let errorBody {
+            if errorBody.collected.count < 1 << 20 { _ = errorBody.write(bytes) }
+            return .accepted
+        }
+        guard descriptor >= 0 else { return .accepted }  // 416 for a complete file: no body to keep
+        var offset = 0
+        while offset < bytes.count {
+            let count = Foundation.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+            if count < 0 {
+                if errno == EINTR { continue }
+                return .failed(
+                    .fileSystem(
+                        .init(url: file, message: "Cannot write \(file.path): \(String(cString: strerror(errno)))")))
+            }
+            offset += count
+        }
+        written += Int64(bytes.count)
+        return .accepted
+    }
+
+    func end(_ outcome: SinkOutcome) -> Data {
+        if descriptor >= 0 {
+            close(descriptor)
+            descriptor = -1
+        }
+        let body = errorBody?.end(outcome) ?? Data()
+        let wantsPartial = shared.withLock { $0.wantsPartial }
+        let result: Result
+        let onDisk = errorBody == nil && (createdFile || resumeOffset != nil)
+        switch outcome {
+        case .completed where onDisk || alreadyComplete:
+            result = .complete(file: file, bytes: written, suggestedName: suggestedName)
+        case .failed where onDisk && written > 0, .cancelled where onDisk && written > 0 && wantsPartial:
+            result = .partial(file: file, bytes: written, validator: validator)
+        default:
+            // Delete what this sink created; a resumed download's partial file goes too when
+            // the caller cancelled without asking to keep it.
+            if createdFile || (outcome == .cancelled && resumeOffset != nil && errorBody == nil) { unlink(file.path) }
+            result = .none
+        }
+        let waiters = shared.withLock { shared -> [CheckedContinuation<Result, Never>] in
+            shared.phase = .ended(result)
+            defer { shared.waiters = [] }
+            return shared.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: result) }
+        return body
+    }
+
+    // MARK: Caller side
+
+    /// The URL of the request, query included, recorded when the transfer is made (for
+    /// resume data).
+    var sourceURL: String? {
+        get { shared.withLock { $0.sourceURL } }
+        set { shared.withLock { $0.sourceURL = newValue } }
+    }
+
+    /// Asks that a cancellation keep the partial file.
+    func keepPartialOnCancel() {
+        shared.withLock { $0.wantsPartial = true }
+    }
+
+    /// What the transfer left, once it has ended. Call it only after the transfer completed,
+    /// failed or was cancelled: a sink that has not begun by then never will (a cancelled
+    /// transfer that had no response yet), and ends at once with `.none`.
+    func result() async -> Result {
+        await withCheckedContinuation { continuation in
+            let ready = shared.withLock { shared -> Result? in
+                switch shared.phase {
+                case .ended(let result): return result
+                case .abandoned: return Result.none
+                case .idle:
+                    shared.phase = .abandoned  // if the driver gets to `begin` now, it refuses
+                    return Result.none
+                case .writing:
+                    shared.waiters.append(continuation)
+                    return nil
+                }
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+}
+
+/// `Content-Range: bytes 100-199/1000` (RFC 9110 section 14.4), and `bytes */1000`.
+struct ContentRange {
+    var start: Int64?
+    var end: Int64?
+    var total: Int64?
+
+    init?(_ value: String) {
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        guard trimmed.lowercased().hasPrefix("bytes ") else { return nil }
+        let spec = trimmed.dropFirst(6)
+        let parts = spec.split(separator: "/", maxSplits: 1)
+        guard parts.count == 2 else { return nil }
+        total = Int64(parts[1])
+        if parts[0] != "*" {
+            let bounds = parts[0].split(separator: "-", maxSplits: 1)
+            guard bounds.count == 2, let start = Int64(bounds[0]), let end = Int64(bounds[1]) else { return nil }
+            self.start = start
+            self.end = end
+        }
+    }
+}
+
+/// The file name a `Content-Disposition` header suggests (RFC 6266), made safe to use as one
+/// path component: no directories, no `..`, no control characters, no leading dot.
+enum ContentDisposition {
+    static func fileName(_ value: String) -> String? {
+        var plain: String?
+        var extended: String?
+        for parameter in value.split(separator: ";").dropFirst() {
+            let parts = parameter.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2 else { continue }
+            let name = parts[0].trimmingCharacters(in: .whitespaces).lowercased()
+            var raw = parts[1].trimmingCharacters(in: .whitespaces)
+            if name == "filename*" {
+                // RFC 8187: charset'language'percent-encoded
+                let pieces = raw.split(separator: "'", maxSplits: 2, omittingEmptySubsequences: false)
+                if pieces.count == 3, pieces[0].lowercased() == "utf-8" {
+                    extended = String(pieces[2]).removingPercentEncoding
+                }
+            } else if name == "filename" {
+                if raw.hasPrefix("\""), raw.hasSuffix("\""), raw.count >= 2 {
+                    raw = String(raw.dropFirst().dropLast()).replacingOccurrences(of: "\\\"", with: "\"")
+                }
+                plain = raw
+            }
+        }
+        return (extended ?? plain).flatMap(sanitized)
+    }
+
+    /// The last path component of `name`, without control characters or a leading dot; nil when
+    /// nothing usable is left.
+    static func sanitized(_ name: String) -> String? {
+        let lastComponent = name.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
+        var cleaned = String(lastComponent.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F })
+        while cleaned.hasPrefix(".") { cleaned.removeFirst() }
+        cleaned = cleaned.trimmingCharacters(in: .whitespaces)
+        guard !cleaned.isEmpty, cleaned.utf8.count <= 255 else { return nil }
+        return cleaned
+    }
+}
