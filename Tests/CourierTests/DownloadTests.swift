@@ -106,7 +106,7 @@ import Testing
         // Slow the transfer down so that it is still running when cancelled.
         let download = api.downloadTask("file/\(name)", parameters: ["n": .int(total)], to: destination)
         download.setMaximumBytesPerSecond(1_000_000)
-        try await Task.sleep(for: .milliseconds(600))
+        for await progress in download.downloadProgress where progress.completedBytes > 200_000 { break }
         let resumeData = try #require(await download.cancel(producingResumeData: true))
         await #expect(throws: CancellationError.self) { _ = try await download.value }
         #expect(resumeData.bytesWritten > 0 && resumeData.bytesWritten < Int64(total))

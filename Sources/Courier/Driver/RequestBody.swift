@@ -244,6 +244,8 @@ final class StreamBodyBridge: Sendable {
         var spaceWaiter: CheckedContinuation<Void, Never>?
         var onReadable: (@Sendable () -> Void)?
         var readerWaiting = false
+        /// The most bytes ever waiting, for tests of the bound.
+        var largestBuffered = 0
     }
 
     private let state = Locked(State())
@@ -264,6 +266,9 @@ final class StreamBodyBridge: Sendable {
         }
     }
 
+    /// The most bytes that ever waited to be sent.
+    var largestBuffered: Int { state.withLock { $0.largestBuffered } }
+
     /// Starts pulling from the sequence (once, on the first read).
     fileprivate func startIfNeeded() {
         let start = state.withLock { state -> Bool in
@@ -282,6 +287,7 @@ final class StreamBodyBridge: Sendable {
                 guard state.buffered < capacity else { return (false, nil) }
                 state.chunks.append(chunk)
                 state.buffered += chunk.count
+                state.largestBuffered = max(state.largestBuffered, state.buffered)
                 let wake = state.readerWaiting ? state.onReadable : nil
                 state.readerWaiting = false
                 return (true, wake)

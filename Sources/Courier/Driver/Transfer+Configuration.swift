@@ -16,6 +16,10 @@ extension Transfer {
         courier_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, me)
         courier_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, me)
         courier_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
+        // Wait for a connection that may multiplex (HTTP/2) rather than open another, but only
+        // where HTTP/2 can happen: libcurl counts cleartext http as "may multiplex" too, and
+        // would hold every request to a new host until the first response is over.
+        courier_easy_setopt_long(easy, CURLOPT_PIPEWAIT, hop.mayMultiplex ? 1 : 0)
         try configureMethodAndBody(easy, request)
         courier_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, prepared.headers.list)
     }
@@ -41,8 +45,6 @@ extension Transfer {
             courier_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
         }
         courier_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, options.httpVersion.curlValue)
-        // Wait for a connection that may multiplex (HTTP/2) rather than open another one.
-        courier_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
 
         // Timeouts are libcurl's own: no timer per chunk on our side.
         courier_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, options.connectTimeout.milliseconds)

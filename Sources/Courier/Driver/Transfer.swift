@@ -214,11 +214,18 @@ struct HopSettings {
     var followRedirects: Bool
     var isPlain: Bool
     var uploadLength: Int64?
+    /// HTTP/2 is possible: https (negotiated with ALPN), or HTTP/2 asked for over http.
+    var mayMultiplex: Bool
 
     init(_ request: TransferRequest) {
         followRedirects = request.options.followRedirects
         isPlain = request.isPlain
         uploadLength = request.body?.length
+        switch request.options.httpVersion {
+        case .http1_1: mayMultiplex = false
+        case .http2OverTLS: mayMultiplex = request.urlString.hasPrefix("https:")
+        case .http2, .http2PriorKnowledge: mayMultiplex = true
+        }
     }
 }
 
