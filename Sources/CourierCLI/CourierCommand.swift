@@ -15,12 +15,17 @@ struct CourierCommand: AsyncParsableCommand {
               name==value      a URL query parameter
               name=value       a string field of the JSON (default) or form body
               name:=json       a raw JSON field (number, boolean, array, object) of the JSON body
+              name@file        a file, as a part of a multipart/form-data body
+              @file            a file, as the whole body
 
             The method defaults to GET, or POST when there are body fields.
             Examples:
               courier httpbin.org/get page==2
               courier POST :8080/users name=Ben admin:=true X-Token:abc
               courier --form PUT example.com/profile name=Ben
+              courier POST :8080/upload title=Holiday photo@beach.jpg
+              courier --download example.com/big.iso --output big.iso
+              courier --download --continue example.com/big.iso --output big.iso
             """,
         version: CourierInfo.version)
 
@@ -48,9 +53,21 @@ struct CourierCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Do not verify TLS certificates.")
     var insecure = false
 
+    @Flag(name: [.short, .long], help: "Download the body to a file, with a progress bar.")
+    var download = false
+
+    @Option(name: [.short, .long], help: "The file to download to (default: the URL's last component).")
+    var output: String?
+
+    @Flag(name: [.customShort("c"), .long], help: "Resume an interrupted download of --output.")
+    var `continue` = false
+
     func validate() throws {
         if form && json { throw ValidationError("--form and --json exclude each other") }
         if arguments.isEmpty { throw ValidationError("Missing URL") }
+        if (output != nil || `continue`) && !download {
+            throw ValidationError("--output and --continue go with --download")
+        }
     }
 
     func run() async throws {
@@ -65,10 +82,22 @@ struct CourierCommand: AsyncParsableCommand {
         configuration.followsRedirects = !noFollow
         configuration.verifiesTLSCertificates = !insecure
         let api = HTTPSessionManager(configuration: configuration)
+        if download {
+            try await Downloader(api: api, invocation: invocation, output: output, resumes: `continue`).run()
+            return
+        }
         let output = TerminalOutput()
         do {
-            let response = try await invocation.send(with: api)
-            if verbose { output.printRequest(response.request, body: invocation.body) }
+            let uploads: Bool
+            if case .file = invocation.body {
+                uploads = true
+            } else if case .multipart = invocation.body {
+                uploads = true
+            } else {
+                uploads = false
+            }
+            let response = try await invocation.send(with: api, progress: uploads ? ProgressDisplay() : nil)
+            if verbose { output.printRequest(response.request, body: invocation.bodyDescription) }
             output.printResponse(response, verbose: verbose)
             if checkStatus, let code = Self.exitCode(for: response.status) {
                 throw ExitCode(code)

@@ -11,6 +11,10 @@ enum RequestItem: Equatable {
     case field(name: String, value: String)
     /// `name:=json`: a raw JSON field of the JSON body.
     case jsonField(name: String, value: JSON)
+    /// `name@path`: a file, sent as a part of a multipart form.
+    case filePart(name: String, path: String)
+    /// `@path`: a file, sent as the whole body.
+    case bodyFile(path: String)
 
     /// Parses an item. The separator that comes first wins, longest first where they overlap
     /// (`:=` before `:`, `==` before `=`); a backslash escapes a separator character.
@@ -41,12 +45,15 @@ enum RequestItem: Equatable {
                 return .query(name: name, value: String(rest.dropFirst()))
             case "=":
                 return .field(name: name, value: rest)
+            case "@":
+                return name.isEmpty ? .bodyFile(path: rest) : .filePart(name: name, path: rest)
             default:
                 name.append(character)
                 index += 1
             }
         }
-        throw CLIError("'\(text)' is not a request item (Header:value, name=value, name:=json, name==query)")
+        throw CLIError(
+            "'\(text)' is not a request item (Header:value, name=value, name:=json, name==query, name@file, @file)")
     }
 }
 

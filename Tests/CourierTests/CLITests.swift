@@ -1,0 +1,83 @@
+import Courier
+import Foundation
+import Testing
+
+/// The `courier` command, run as a process (it is built with the tests).
+@Suite struct CLITests {
+    struct Run {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    static func courier(_ arguments: [String], in directory: URL? = nil) throws -> Run {
+        let binary = TestServers.repositoryRoot.appendingPathComponent(".build/debug/courier")
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        if let directory { process.currentDirectoryURL = directory }
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Run(
+            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+            stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
+    @Test func itSendsJSONFieldsAndPrettyPrintsTheReply() async throws {
+        let httpbin = try await TestServers.httpbin()
+        let run = try Self.courier([
+            "POST", httpbin.appendingPathComponent("post").absoluteString, "name=Ben", "admin:=true", "X-Token:abc",
+            "page==2",
+        ])
+        #expect(run.status == 0)
+        let reply = try JSON(parsing: run.stdout)
+        #expect(reply["json"] == ["name": "Ben", "admin": true])
+        #expect(reply["headers"]["X-Token"] == "abc")
+        #expect(reply["args"]["page"] == "2")
+        #expect(run.stdout.contains("\n  \"args\": {"))
+    }
+
+    @Test func checkStatusMapsTheStatusToTheExitCode() async throws {
+        let fault = try await TestServers.fault()
+        #expect(try Self.courier([fault.appendingPathComponent("status/404").absoluteString]).status == 0)
+        #expect(
+            try Self.courier(["--check-status", fault.appendingPathComponent("status/404").absoluteString]).status == 4)
+        #expect(
+            try Self.courier(["--check-status", fault.appendingPathComponent("status/503").absoluteString]).status == 5)
+        let refused = try Self.courier(["ftp://127.0.0.1/x"])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("unsupportedScheme"))
+    }
+
+    @Test func itUploadsFilesAsPartsAndAsTheBody() async throws {
+        let fault = try await TestServers.fault()
+        let file = try UploadTests.temporaryFile(Data("file body".utf8))
+        let echo = fault.appendingPathComponent("echo").absoluteString
+        let whole = try JSON(parsing: try Self.courier(["PUT", echo, "@\(file.path)"]).stdout)
+        #expect(whole["sha256"] == .string(SHA256.hex(Data("file body".utf8))))
+        let form = try JSON(parsing: try Self.courier(["POST", echo, "title=Hi", "doc@\(file.path)"]).stdout)
+        #expect(form["headers"]["Content-Type"].stringValue?.hasPrefix("multipart/form-data") == true)
+    }
+
+    @Test func anInterruptedDownloadContinuesWhereItStopped() async throws {
+        let fault = try await TestServers.fault()
+        let directory = try DownloadTests.temporaryDirectory()
+        let name = "cli-\(UInt32.random(in: 0...UInt32.max))"
+        let url = fault.absoluteString + "file/\(name)?n=2000000&drop-after=700000"
+        let first = try Self.courier(["--download", url, "--output", "out.bin"], in: directory)
+        #expect(first.status == 1)
+        #expect(first.stderr.contains("resume with --continue"))
+        let second = try Self.courier(["--download", "--continue", url, "--output", "out.bin"], in: directory)
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(try Data(contentsOf: directory.appendingPathComponent("out.bin")) == faultBytes(2_000_000))
+        #expect(try DownloadTests.contents(directory) == ["out.bin"])
+        let stats: JSON = try await HTTPSessionManager(baseURL: fault, configuration: .ephemeral).GET("stats/\(name)")
+        #expect(stats["ranges"] == [nil, "bytes=700000-"])
+    }
+}
