@@ -81,6 +81,8 @@ final class CurlDriver: @unchecked Sendable {
     private var waitingStart = 0
     /// The session-wide bandwidth limit, consulted by the callbacks.
     private(set) var bandwidth: BandwidthBucket?
+    /// Transfers whose sinks hold bytes back until the end of this turn of the loop.
+    private var flushes: [Transfer] = []
     /// Transfers paused by the bandwidth limit, and when they may go on.
     private var throttled: [(deadline: UInt64, transfer: Transfer)] = []
 
@@ -186,6 +188,7 @@ final class CurlDriver: @unchecked Sendable {
                 curl_multi_socket_action(multi, courier_socket_timeout, 0, &running)
             }
             readCompletions()
+            flushSinks()
         }
         tearDown()
     }
@@ -247,6 +250,20 @@ final class CurlDriver: @unchecked Sendable {
         guard mask != transfer.appliedPauseMask else { return }
         transfer.appliedPauseMask = mask
         curl_easy_pause(easy, mask)
+    }
+
+    /// Flushes `transfer`'s sink at the end of this turn. Driver thread.
+    func scheduleFlush(_ transfer: Transfer) {
+        flushes.append(transfer)
+    }
+
+    private func flushSinks() {
+        guard !flushes.isEmpty else { return }
+        for transfer in flushes {
+            transfer.flushScheduled = false
+            if !transfer.sinkEnded { transfer.sink.flush() }
+        }
+        flushes.removeAll(keepingCapacity: true)
     }
 
     /// The bandwidth limit paused `transfer`: let it go on at `deadline`. Driver thread.

@@ -12,6 +12,16 @@ protocol ResponseSink: AnyObject {
     /// The transfer is over: `.completed` (libcurl finished it), `.failed` or `.cancelled`.
     /// Returns the bytes collected in memory, if the sink keeps any.
     func end(_ outcome: SinkOutcome) -> Data
+    /// Whether the sink holds written bytes back until `flush()`, which the driver calls once
+    /// per turn of its loop: libcurl may call the write callback many times in one turn, and
+    /// handing each chunk to another thread on its own would cost a wakeup apiece.
+    var needsFlush: Bool { get }
+    func flush()
+}
+
+extension ResponseSink {
+    var needsFlush: Bool { false }
+    func flush() {}
 }
 
 enum SinkWrite {

@@ -63,6 +63,10 @@ extension Transfer {
         }
         switch sink.write(bytes) {
         case .accepted:
+            if !flushScheduled, sink.needsFlush {
+                flushScheduled = true
+                driver.scheduleFlush(self)
+            }
             receivedBytes += Int64(bytes.count)
             reporters?.download.update(completedBytes: receivedBytes, totalBytes: expectedBytes)
             return bytes.count

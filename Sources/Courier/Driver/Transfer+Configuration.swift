@@ -20,6 +20,10 @@ extension Transfer {
         // where HTTP/2 can happen: libcurl counts cleartext http as "may multiplex" too, and
         // would hold every request to a new host until the first response is over.
         courier_easy_setopt_long(easy, CURLOPT_PIPEWAIT, hop.mayMultiplex ? 1 : 0)
+        // The response size limit is for bodies held in memory; files and streams have none.
+        // libcurl refuses a declared length over it at once; the sink counts decoded bytes.
+        let limit = sink is MemorySink ? request.options.maximumResponseSize ?? 0 : 0
+        courier_easy_setopt_off_t(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit))
         try configureMethodAndBody(easy, request)
         courier_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, prepared.headers.list)
     }
@@ -55,9 +59,6 @@ extension Transfer {
         }
         courier_easy_setopt_long(
             easy, CURLOPT_MAXAGE_CONN, max(1, options.connectionIdleTimeout.wholeSecondsRoundedUp))
-        if let limit = options.maximumResponseSize {
-            courier_easy_setopt_off_t(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit))
-        }
 
         courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, options.verifiesTLS ? 1 : 0)
         courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, options.verifiesTLS ? 2 : 0)

@@ -44,6 +44,8 @@ final class Transfer: @unchecked Sendable {
     /// Where the body of the final response goes.
     let sink: ResponseSink
     var sinkEnded = false
+    /// The sink has bytes held back for the driver's next flush.
+    var flushScheduled = false
     /// Reads the request body of the current hop, when it is not sent from memory.
     var bodyReader: BodyReader?
     /// Why the transfer is paused, and what libcurl was last told.

@@ -34,7 +34,8 @@ struct TransferOptions: Sendable, Equatable {
     var totalTimeout: Duration?
     var followRedirects = true
     var maximumRedirects = 16
-    /// Decoded body bytes allowed (checked in the write callback), nil for no limit.
+    /// Decoded body bytes allowed in memory (checked in the write callback), nil for no limit.
+    /// Downloads to files and byte streams have no limit.
     var maximumResponseSize: Int64?
     var httpVersion: HTTPVersionPreference = .http2OverTLS
     /// Ask for and decode every content encoding libcurl has (`CURLOPT_ACCEPT_ENCODING` "").

@@ -99,45 +99,47 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
         return nil
     }
 
-    private enum Delivery {
-        case pause
-        case stored
-        case handOff(CheckedContinuation<Data?, any Error>, Data)
-    }
+    /// Bytes written this turn of the driver's loop, handed over in one piece by `flush`.
+    private var pending = BodyBuffer()
+
+    var needsFlush: Bool { true }
 
     func write(_ bytes: UnsafeRawBufferPointer) -> SinkWrite {
         if let errorBody {
             if errorBody.collected.count < 1 << 20 { _ = errorBody.write(bytes) }
             return .accepted
         }
-        let delivery = state.withLock { state -> Delivery in
-            if state.finished { return .stored }  // the consumer is gone; drop the bytes
+        let (finished, buffered) = state.withLock { ($0.finished, $0.buffered) }
+        if finished { return .accepted }  // the consumer is gone; drop the bytes
+        guard buffered + pending.count < Self.capacity else {
+            state.withLock { $0.paused = true }
+            return .pause
+        }
+        pending.append(bytes)
+        return .accepted
+    }
+
+    /// Hands the bytes of this turn to the consumer: to a waiting one directly, else to the queue.
+    func flush() {
+        guard !pending.isEmpty else { return }
+        let chunk = pending.takeData()
+        let waiter = state.withLock { state -> CheckedContinuation<Data?, any Error>? in
+            if state.finished { return nil }
             if let waiter = state.waiter {
                 state.waiter = nil
-                return .handOff(waiter, Data(bytes))
+                return waiter
             }
-            guard state.buffered < Self.capacity else {
-                state.paused = true
-                return .pause
-            }
-            state.chunks.append(Data(bytes))
-            state.buffered += bytes.count
+            state.chunks.append(chunk)
+            state.buffered += chunk.count
             state.largestBuffered = max(state.largestBuffered, state.buffered)
-            return .stored
+            return nil
         }
-        switch delivery {
-        case .pause:
-            return .pause
-        case .stored:
-            return .accepted
-        case .handOff(let waiter, let chunk):
-            waiter.resume(returning: chunk)
-            return .accepted
-        }
+        waiter?.resume(returning: chunk)
     }
 
     func end(_ outcome: SinkOutcome) -> Data {
-        errorBody?.end(outcome) ?? Data()
+        flush()
+        return errorBody?.end(outcome) ?? Data()
     }
 
     // MARK: Caller side
