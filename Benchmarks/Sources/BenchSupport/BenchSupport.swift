@@ -1,6 +1,7 @@
 // Shared by every Swift benchmark client: the command-line options, the
 // worker pool (C tasks pulling request numbers from one counter until TOTAL
-// are issued), the RESULT line, and the decoded shape of small.json.
+// are issued), the RESULT line, and the decoded shape of small.json; and the
+// --mode option of the large-transfer rows (one transfer of a large file).
 //
 // Every client has the same shape so that only the HTTP client differs:
 //   C workers in a TaskGroup, each: take a number, do one GET, check
@@ -49,6 +50,61 @@ public struct BenchOptions: ParsableArguments, Sendable {
         guard concurrency > 0 else { throw ValidationError("--concurrency must be positive") }
         guard URL(string: url)?.host != nil else { throw ValidationError("--url must be an absolute URL") }
     }
+}
+
+/// The workload a client runs (`--mode`): the small GETs, or one of the
+/// large-transfer rows of SPEC section 7, each a single transfer of the large
+/// fixture file (requests=1 in the RESULT line).
+public enum BenchMode: String, CaseIterable, ExpressibleByArgument, Sendable {
+    /// TOTAL GETs of small.json, CONCURRENCY in flight (``BenchOptions``).
+    case small
+    /// GET the large file into a file (`--output`).
+    case downloadFile = "download-file"
+    /// GET the large file as a stream of chunks, discarding them.
+    case streamDiscard = "stream-discard"
+    /// PUT the file `--file` as the request body.
+    case uploadFile = "upload-file"
+    /// POST the file `--file` as the one part (`file`) of a multipart/form-data body.
+    case multipartFile = "multipart-file"
+}
+
+/// Options of the large-transfer modes: `--mode`, and the files they use.
+/// `--url` (``BenchOptions``) is the transfer's URL and `--expected-bytes`
+/// the length the downloaded or streamed body must have.
+public struct TransferOptions: ParsableArguments, Sendable {
+    /// The workload.
+    @Option(help: "Workload: \(BenchMode.allCases.map(\.rawValue).joined(separator: ", ")).")
+    public var mode: BenchMode = .small
+
+    /// Where download-file writes the body.
+    @Option(help: "download-file: the file to write the body to (replaced if it exists).")
+    public var output: String?
+
+    /// The file upload-file and multipart-file send.
+    @Option(help: "upload-file, multipart-file: the file to send.")
+    public var file: String?
+
+    /// Creates the options with their defaults (ArgumentParser fills them in).
+    public init() {}
+
+    /// Rejects a mode the client does not implement and a missing file option.
+    public func validate(supported: [BenchMode]) throws {
+        guard supported.contains(mode) else {
+            let names = supported.map(\.rawValue).joined(separator: ", ")
+            throw ValidationError("--mode \(mode.rawValue) is not supported by this client (supported: \(names))")
+        }
+        if mode == .downloadFile, output == nil { throw ValidationError("--mode download-file needs --output") }
+        if mode == .uploadFile || mode == .multipartFile, file == nil {
+            throw ValidationError("--mode \(mode.rawValue) needs --file")
+        }
+    }
+}
+
+/// The size of the file at `path` in bytes.
+public func fileSize(atPath path: String) throws -> Int {
+    let attributes = try FileManager.default.attributesOfItem(atPath: path)
+    guard let size = attributes[.size] as? NSNumber else { throw BenchFailure("no size for \(path)") }
+    return size.intValue
 }
 
 /// The decoded shape of the benchmark's small.json (exactly 500 bytes,
@@ -130,10 +186,12 @@ public func runWorkers(
     return (seconds, done.value)
 }
 
-/// Prints the one machine-readable line that scripts/bench parses.
-public func printResult(client: String, seconds: Double, requests: Int) {
-    let line =
+/// Prints the one machine-readable line that scripts/bench parses; `bytes`
+/// (the body bytes moved, for the large-transfer rows) is appended when given.
+public func printResult(client: String, seconds: Double, requests: Int, bytes: Int? = nil) {
+    var line =
         "RESULT client=\(client) seconds=\(String(format: "%.4f", seconds)) requests=\(requests) maxrss_kb=\(maxRSSKilobytes())"
+    if let bytes { line += " bytes=\(bytes)" }
     FileHandle.standardOutput.write(Data((line + "\n").utf8))  // unbuffered
 }
 
@@ -153,6 +211,8 @@ public final class Counter: Sendable {
     public init() {}
     /// Returns the value before the increment.
     public func increment() -> Int { storage.add(1, ordering: .relaxed).oldValue }
+    /// Adds `n`; returns the value before.
+    public func add(_ n: Int) -> Int { storage.add(n, ordering: .relaxed).oldValue }
     /// The current value.
     public var value: Int { storage.load(ordering: .relaxed) }
 }

@@ -1,11 +1,23 @@
-// Courier: one HTTPSessionManager allowing C connections per host; C worker
-// tasks, each GETs small.json through the manager until --total requests are
-// done, as `Data` through DataResponseSerializer (checking the length), or
-// with --decode as `Small` through the manager's JSON decoding.
+// Courier, in one of five modes (--mode):
 //
-// The manager's base URL is --url without its last path component, and the
-// request path is that component, so the call reads as an API client would
-// write it: api.GET("small.json", ...).
+//   small           one HTTPSessionManager allowing C connections per host;
+//                   C worker tasks, each GETs small.json through the manager
+//                   until --total requests are done, as `Data` through
+//                   DataResponseSerializer (checking the length), or with
+//                   --decode as `Small` through the manager's JSON decoding.
+//   download-file   downloadTask of --url into --output (replaced if it
+//                   exists); the file's size must be --expected-bytes.
+//   stream-discard  bytes(.get, ...) of --url, each chunk discarded; the
+//                   chunks must add up to --expected-bytes.
+//   upload-file     uploadTask(.put, ...) of --file to --url.
+//   multipart-file  POST of --file as the one part `file` of a
+//                   multipart/form-data body to --url.
+//
+// The manager's base URL is --url without its last path component(s), and the
+// request path is the rest, so the call reads as an API client would write it:
+// api.GET("small.json", ...), api.downloadTask("big.bin", ...),
+// api.uploadTask(.put, "upload/big.bin", ...). The large-transfer modes use an
+// ephemeral session and one transfer (requests=1 in the RESULT line).
 
 import ArgumentParser
 import BenchSupport
@@ -16,21 +28,30 @@ import Foundation
 struct BenchCourier: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench-courier",
-        abstract: "GET a small file TOTAL times with Courier, CONCURRENCY at a time."
+        abstract: "GET a small file TOTAL times with Courier, CONCURRENCY at a time, or move one large file."
     )
 
     @OptionGroup var options: BenchOptions
+    @OptionGroup var transfer: TransferOptions
 
-    @Option(help: "Session configuration: default or ephemeral.")
+    @Option(help: "Session configuration of the small mode: default or ephemeral.")
     var session: String = "default"
 
     func validate() throws {
         guard ["default", "ephemeral"].contains(session) else {
             throw ValidationError("--session must be default or ephemeral")
         }
+        try transfer.validate(supported: BenchMode.allCases)
     }
 
     func run() async throws {
+        switch transfer.mode {
+        case .small: try await small()
+        case .downloadFile, .streamDiscard, .uploadFile, .multipartFile: try await large()
+        }
+    }
+
+    func small() async throws {
         let options = self.options
         guard let url = URL(string: options.url) else { throw BenchFailure("bad URL \(options.url)") }
         let path = url.lastPathComponent
@@ -52,6 +73,55 @@ struct BenchCourier: AsyncParsableCommand {
             }
         }
         printResult(client: decode ? "courier-decode" : "courier", seconds: result.seconds, requests: result.requests)
+    }
+
+    /// One transfer of the large file; the base URL is the server's root.
+    func large() async throws {
+        let options = self.options
+        let mode = transfer.mode
+        guard let url = URL(string: options.url), let host = url.host, let port = url.port else {
+            throw BenchFailure("bad URL \(options.url): scheme://host:port/path expected")
+        }
+        guard let baseURL = URL(string: "\(url.scheme ?? "http")://\(host):\(port)/") else {
+            throw BenchFailure("bad URL \(options.url)")
+        }
+        let path = String(url.path.drop(while: { $0 == "/" }))
+        let expected = options.expectedBytes
+        let output = URL(fileURLWithPath: transfer.output ?? "/dev/shm/courier-bench.bin")
+        let input = URL(fileURLWithPath: transfer.file ?? "")
+        let inputSize = mode == .uploadFile || mode == .multipartFile ? try fileSize(atPath: input.path) : 0
+        let bytes = Counter()
+
+        let api = HTTPSessionManager(baseURL: baseURL, configuration: .ephemeral)
+        let result = try await runWorkers(total: 1, concurrency: 1) { n in
+            switch mode {
+            case .downloadFile:
+                let file: URL = try await api.downloadTask(path, to: output, options: [.replaceExisting]).value
+                let size = try fileSize(atPath: file.path)
+                try check(status: 200, bodyCount: size, expected: expected, request: n)
+                _ = bytes.add(size)
+            case .streamDiscard:
+                var total = 0
+                for try await chunk in api.bytes(.get, path) {
+                    total += chunk.count
+                }
+                try check(status: 200, bodyCount: total, expected: expected, request: n)
+                _ = bytes.add(total)
+            case .uploadFile:
+                // Status 2xx is checked by the serializer; scripts/bench checks
+                // in nginx's log that the whole body arrived.
+                _ = try await api.uploadTask(.put, path, fromFile: input, serializer: DataResponseSerializer()).value
+                _ = bytes.add(inputSize)
+            case .multipartFile:
+                _ = try await api.POST(path, serializer: DataResponseSerializer()) { form in
+                    try form.append(fileAt: input, name: "file")
+                }
+                _ = bytes.add(inputSize)
+            case .small:
+                throw BenchFailure("unreachable: small is not a large transfer")
+            }
+        }
+        printResult(client: "courier", seconds: result.seconds, requests: result.requests, bytes: bytes.value)
     }
 }
 
