@@ -42,11 +42,9 @@ enum SinkOutcome {
 final class MemorySink: ResponseSink {
     private var buffer = BodyBuffer()
     private let limit: Int64?
-    private let url: @Sendable () -> URL?
 
-    init(limit: Int64?, url: @escaping @Sendable () -> URL?) {
+    init(limit: Int64?) {
         self.limit = limit
-        self.url = url
     }
 
     func begin(_ head: ResponseHeadParser, expectedLength: Int64?) -> CourierError? {
@@ -69,9 +67,10 @@ final class MemorySink: ResponseSink {
     var collected: Data { buffer.copiedData() }
 
     private func tooLarge(_ head: ResponseHeadParser?) -> CourierError {
+        // The transfer adds the URL when it reports the error.
         .responseTooLarge(
             .init(
-                url: url(), response: head?.response, body: nil,
+                url: nil, response: head?.response, body: nil,
                 message: "The response body is larger than the limit of \(limit ?? 0) bytes"))
     }
 }

@@ -107,9 +107,14 @@ extension Transfer {
 
     /// Takes `count` bytes from the session's and this transfer's bandwidth buckets. When
     /// either is empty, takes nothing and asks the driver to unpause at the later ready time.
+    @inline(__always)
     private func admit(_ count: Int) -> Bool {
+        guard driver.bandwidth != nil || bandwidth != nil else { return true }
+        return admitThrottled(count)
+    }
+
+    private func admitThrottled(_ count: Int) -> Bool {
         let session = driver.bandwidth
-        guard session != nil || bandwidth != nil else { return true }
         if let session, !session.take(count) {
             driver.wake(self, at: max(session.readyTime, bandwidth?.readyTime ?? 0))
             return false

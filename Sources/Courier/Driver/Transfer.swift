@@ -68,8 +68,7 @@ final class Transfer: @unchecked Sendable {
         request: TransferRequest, driver: CurlDriver, reporters: TransferReporters? = nil,
         sharedHeaders: HeaderList? = nil, sink: ResponseSink? = nil, maximumBytesPerSecond: Int64? = nil
     ) {
-        self.sink =
-            sink ?? MemorySink(limit: request.options.maximumResponseSize, url: { URL(string: request.urlString) })
+        self.sink = sink ?? MemorySink(limit: request.options.maximumResponseSize)
         self.bandwidth = maximumBytesPerSecond.map(BandwidthBucket.init(bytesPerSecond:))
         self.current = request
         self.hop = HopSettings(request)

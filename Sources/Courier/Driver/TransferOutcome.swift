@@ -12,7 +12,9 @@ enum TransferOutcome {
         let request = transfer.current
         if code != CURLE_OK {
             let body = transfer.endSink(.failed)
-            if let failure = transfer.callbackFailure { return .done(.failure(failure)) }
+            if let failure = transfer.callbackFailure {
+                return .done(.failure(failure.withContext { if $0.url == nil { $0.url = request.url } }))
+            }
             let context = CourierError.Context(
                 url: request.url, response: transfer.head.isComplete ? transfer.head.response : nil,
                 body: body.isEmpty ? nil : body, message: "")

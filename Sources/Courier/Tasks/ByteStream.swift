@@ -94,7 +94,7 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
 
     func begin(_ head: ResponseHeadParser, expectedLength: Int64?) -> CourierError? {
         if !(200..<300).contains(head.statusCode) {
-            errorBody = MemorySink(limit: nil, url: { nil })
+            errorBody = MemorySink(limit: nil)
         }
         return nil
     }

@@ -79,7 +79,7 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
             return nil
         }
         guard (200..<300).contains(status) else {
-            errorBody = MemorySink(limit: nil, url: { nil })
+            errorBody = MemorySink(limit: nil)
             return nil
         }
         var flags = O_WRONLY | O_CLOEXEC
