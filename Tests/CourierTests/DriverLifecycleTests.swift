@@ -4,20 +4,6 @@ import Testing
 
 /// Tearing a session down while transfers run, and what it leaves behind.
 @Suite struct DriverLifecycleTests {
-    @Test func invalidatingWhileTransfersRunCancelsThemAll() async throws {
-        let api = try await httpbinManager { $0.maximumConnectionsPerHost = 16 }
-        let tasks = (0..<40).map { _ in api.dataTask(.get, "delay/5") }
-        try await Task.sleep(for: .milliseconds(300))
-        let clock = ContinuousClock()
-        let start = clock.now
-        api.invalidateAndCancel()
-        for task in tasks {
-            await #expect(throws: CancellationError.self) { _ = try await task.response }
-        }
-        #expect((clock.now - start).seconds < 2)
-        await #expect(throws: CancellationError.self) { _ = try await api.GET("get") }
-    }
-
     @Test func cancellingHundredsOfTasksLeavesNoConnectionOpen() async throws {
         // A server of our own, so that only this test's connections reach it.
         let server = try await TestServers.dedicatedFaultServer()

@@ -887,6 +887,9 @@ def main() -> None:
     # makes waiting threads thrash (measured: 3,000 slow requests took 69 s
     # instead of 4 s).  Handlers block in I/O, so a long interval costs nothing.
     sys.setswitchinterval(0.1)
+    # Started from a Swift test process, we inherit its thread's signal mask, in which
+    # SIGTERM is blocked: unblock it, or a dedicated fault server could not be stopped.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     signal.signal(signal.SIGINT, lambda *_: os._exit(0))
 

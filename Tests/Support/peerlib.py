@@ -63,7 +63,8 @@ def parent_alive(pid: int) -> bool:
 
 
 def _pdeathsig_preexec() -> None:
-    """Runs in the forked child before exec: SIGTERM it when we die."""
+    """Runs in the forked child before exec: SIGTERM it when we die, and let it be stopped."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
@@ -134,11 +135,18 @@ class Stop(Exception):
     pass
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 def install_stop_signals() -> None:
     def handler(signum, frame):
         raise Stop(signal.Signals(signum).name)
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    # A launcher started from a Swift test process inherits the signal mask of the thread
+    # that spawned it, and Swift's pool threads block SIGTERM: unblock, or `terminate()`
+    # would never reach us (and our children would inherit the mask too).
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    for sig in STOP_SIGNALS:
         signal.signal(sig, handler)
 
 
@@ -181,7 +189,7 @@ def supervise(parent_pid: int | None, children: Sequence[ChildGroup],
 
 def shutdown(children: Sequence[ChildGroup], cleanup: Callable[[], None] | None = None) -> None:
     # Ignore further stop signals while we clean up.
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     for c in children:
         c.stop()
