@@ -23,6 +23,8 @@ import HTTPTypes
 /// with the last signal); every other `var` is touched only on the driver thread.
 final class CurlDriver: @unchecked Sendable {
     enum Command {
+        /// Runs on the driver thread (cookie store operations).
+        case run(@Sendable (CurlDriver) -> Void)
         case add(Transfer)
         /// Cancelled by the caller: take it off the multi handle.
         case remove(Transfer)
@@ -52,12 +54,20 @@ final class CurlDriver: @unchecked Sendable {
         var maximumConcurrentTransfers = 0
         /// Bytes per second shared by every transfer of the session, both directions; nil: none.
         var maximumBytesPerSecond: Int64?
+        /// The cookie engine: nil for none (no transfer of the session handles cookies).
+        var cookies: CookieSettings?
 
         /// Enough idle connections for every host the session talks to at full width, up to
         /// the total limit when there is one.
         var idleConnectionCacheSize: Int {
             maximumTotalConnections > 0 ? maximumTotalConnections : max(64, maximumConnectionsPerHost * 8)
         }
+    }
+
+    struct CookieSettings: Sendable {
+        /// The cookie file of a default session; nil keeps cookies in memory.
+        var jar: URL?
+        var policy: CookieAcceptPolicy
     }
 
     private let inbox: Locked<Inbox>
@@ -79,6 +89,8 @@ final class CurlDriver: @unchecked Sendable {
     /// Transfers waiting for a place under `maximumConcurrentTransfers`, in arrival order.
     private var waiting: [Transfer] = []
     private var waitingStart = 0
+    /// The session's cookie engine, when it handles cookies.
+    private(set) var cookies: CookieEngine?
     /// The session-wide bandwidth limit, consulted by the callbacks.
     private(set) var bandwidth: BandwidthBucket?
     /// Transfers whose sinks hold bytes back until the end of this turn of the loop.
@@ -146,6 +158,7 @@ final class CurlDriver: @unchecked Sendable {
         courier_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, limits.idleConnectionCacheSize)
 
         if let rate = limits.maximumBytesPerSecond { bandwidth = BandwidthBucket(bytesPerSecond: rate) }
+        if let settings = limits.cookies { cookies = CookieEngine(jar: settings.jar, policy: settings.policy) }
 
         let capacity = 256
         let events = UnsafeMutablePointer<courier_event>.allocate(capacity: capacity)
@@ -216,6 +229,7 @@ final class CurlDriver: @unchecked Sendable {
 
     private func perform(_ command: Command) {
         switch command {
+        case .run(let work): work(self)
         case .add(let transfer): add(transfer)
         case .remove(let transfer): detach(transfer)
         case .suspend(let transfer):
@@ -345,6 +359,11 @@ final class CurlDriver: @unchecked Sendable {
     }
 
     private func finish(_ transfer: Transfer, easy: UnsafeMutableRawPointer, code: CURLcode) {
+        if let cookies, transfer.head.hasSetCookie, transfer.current.options.handlesCookies,
+            let url = transfer.current.url
+        {
+            cookies.responseSetCookies(transfer.head.values(of: "set-cookie"), from: url)
+        }
         if transfer.isFinished {
             detach(transfer)  // cancelled meanwhile; the caller already has its answer
             return
@@ -381,13 +400,21 @@ final class CurlDriver: @unchecked Sendable {
         }
         // Commands that arrived after the last pass, and transfers still waiting: cancelled.
         let (leftovers, _) = takeCommands()
-        for case .add(let transfer) in leftovers { transfer.cancel() }
+        for command in leftovers {
+            switch command {
+            case .add(let transfer): transfer.cancel()
+            case .run(let work): work(self)  // answers its caller (the engine still exists)
+            default: break
+            }
+        }
         for transfer in waiting[waitingStart...] { transfer.cancel() }
         waiting.removeAll()
         handles.removeAll()
         // Socket callbacks can still fire in here; `self` is alive (this thread holds it).
         curl_multi_cleanup(multi)
         multi = nil
+        cookies?.close()  // every easy handle has left the share by now
+        cookies = nil
         inbox.withLock { inbox in
             close(inbox.wakeFD)
             inbox.wakeFD = -1

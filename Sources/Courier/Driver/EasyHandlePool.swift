@@ -6,10 +6,11 @@ import CCurlShim
 /// `TransferRequest.isPlain`) is kept "clean" together with the options it was configured
 /// with: the next plain transfer with the same options only sets what differs per request.
 /// Every other handle is reset (`curl_easy_reset`) before reuse, so no option leaks from one
-/// transfer into the next.
+/// transfer into the next. A reset keeps a handle's share (and so its cookies), so a handle
+/// that has joined the cookie share is only reused for transfers that handle cookies.
 struct EasyHandlePool {
     private var clean: [(handle: UnsafeMutableRawPointer, options: TransferOptions)] = []
-    private var dirty: [UnsafeMutableRawPointer] = []
+    private var dirty: [(handle: UnsafeMutableRawPointer, sharesCookies: Bool)] = []
     private static let limit = 256
 
     /// A handle for `transfer`; sets `transfer.handleIsClean` for `configure`.
@@ -20,7 +21,14 @@ struct EasyHandlePool {
             return last.handle
         }
         transfer.handleIsClean = false
-        if let handle = dirty.popLast() ?? clean.popLast()?.handle {
+        let wantsCookies = transfer.current.options.handlesCookies
+        if let index = dirty.lastIndex(where: { wantsCookies || !$0.sharesCookies }) {
+            let handle = dirty.remove(at: index).handle
+            curl_easy_reset(handle)
+            return handle
+        }
+        if let index = clean.lastIndex(where: { wantsCookies || !$0.options.handlesCookies }) {
+            let handle = clean.remove(at: index).handle
             curl_easy_reset(handle)
             return handle
         }
@@ -35,13 +43,13 @@ struct EasyHandlePool {
         if transfer.hop.isPlain && transfer.redirectCount == 0 {
             clean.append((handle, transfer.current.options))
         } else {
-            dirty.append(handle)
+            dirty.append((handle, transfer.current.options.handlesCookies))
         }
     }
 
     mutating func removeAll() {
         for entry in clean { curl_easy_cleanup(entry.handle) }
-        for handle in dirty { curl_easy_cleanup(handle) }
+        for entry in dirty { curl_easy_cleanup(entry.handle) }
         clean.removeAll()
         dirty.removeAll()
     }

@@ -41,6 +41,12 @@ struct RequestBody: Sendable {
         return data
     }
 
+    /// A whole file (what a background session may upload).
+    var isFile: Bool {
+        if case .file = content { return true }
+        return false
+    }
+
     /// Whether the body can be sent again (307/308 redirects, authentication retries).
     var isReplayable: Bool {
         switch content {

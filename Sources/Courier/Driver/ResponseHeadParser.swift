@@ -18,6 +18,7 @@ struct ResponseHeadParser: Sendable {
     private(set) var contentLength: Int64?
     private(set) var hasContentEncoding = false
     private(set) var hasLocation = false
+    private(set) var hasSetCookie = false
     /// The reason phrase, then each header line, each followed by LF.
     private var lines: [UInt8] = []
     private var reasonLength = 0
@@ -28,6 +29,7 @@ struct ResponseHeadParser: Sendable {
         contentLength = nil
         hasContentEncoding = false
         hasLocation = false
+        hasSetCookie = false
         lines.removeAll(keepingCapacity: true)
         reasonLength = 0
     }
@@ -59,6 +61,8 @@ struct ResponseHeadParser: Sendable {
             hasContentEncoding = true
         } else if Self.hasName(text, "location") {
             hasLocation = true
+        } else if Self.hasName(text, "set-cookie") {
+            hasSetCookie = true
         }
         lines.append(contentsOf: text)
         lines.append(0x0A)
@@ -75,9 +79,14 @@ struct ResponseHeadParser: Sendable {
 
     /// The trimmed value of the last field named `canonicalName` (lower case), if any.
     func lastValue(of canonicalName: String) -> String? {
+        values(of: canonicalName).last
+    }
+
+    /// The trimmed values of every field named `canonicalName` (lower case), in order.
+    func values(of canonicalName: String) -> [String] {
         let name = Array(canonicalName.utf8)
-        return lines.withUnsafeBytes { bytes -> String? in
-            var found: String?
+        return lines.withUnsafeBytes { bytes -> [String] in
+            var found: [String] = []
             var start = reasonLength + 1
             while start < bytes.count {
                 let end = bytes[start...].firstIndex(of: 0x0A) ?? bytes.count
@@ -93,8 +102,8 @@ struct ResponseHeadParser: Sendable {
                     while valueEnd > valueStart, line[valueEnd - 1] == 0x20 || line[valueEnd - 1] == 0x09 {
                         valueEnd -= 1
                     }
-                    found = String(
-                        decoding: UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]), as: UTF8.self)
+                    found.append(
+                        String(decoding: UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]), as: UTF8.self))
                 }
                 start = end + 1
             }

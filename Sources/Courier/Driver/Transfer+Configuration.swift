@@ -26,6 +26,14 @@ extension Transfer {
         courier_easy_setopt_off_t(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit))
         try configureMethodAndBody(easy, request)
         courier_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, prepared.headers.list)
+        if let credential = request.credential {
+            // libcurl answers the challenge itself (a 401 and a second request for Digest and
+            // NTLM), or sends Basic at once when asked to.
+            courier_easy_setopt_string(easy, CURLOPT_USERNAME, credential.user)
+            courier_easy_setopt_string(easy, CURLOPT_PASSWORD, credential.password)
+            courier_easy_setopt_long(
+                easy, CURLOPT_HTTPAUTH, Int(credential.sendsPreemptively ? courier_auth_basic : courier_auth_any))
+        }
     }
 
     /// The options every transfer of the session shares.
@@ -60,6 +68,7 @@ extension Transfer {
         courier_easy_setopt_long(
             easy, CURLOPT_MAXAGE_CONN, max(1, options.connectionIdleTimeout.wholeSecondsRoundedUp))
 
+        if options.handlesCookies, let cookies = driver.cookies { cookies.attach(easy) }
         courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, options.verifiesTLS ? 1 : 0)
         courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, options.verifiesTLS ? 2 : 0)
         if let caBundlePath = options.caBundlePath {

@@ -157,6 +157,7 @@ enum RedirectPolicy {
         }
         if request.url.map({ !Self.sameOrigin($0, target) }) ?? true {
             for name in credentialHeaders { next.head.headerFields[name] = nil }
+            next.credential = nil
         }
         return next
     }

@@ -13,6 +13,9 @@ struct TransferRequest: Sendable {
     var body: RequestBody?
     /// Large transfers (downloads, streams, uploads) get larger libcurl buffers.
     var usesLargeBuffers = false
+    /// Authenticate with this (libcurl negotiates Basic, Digest or NTLM). Dropped on a
+    /// redirect to another origin.
+    var credential: Credential?
     /// Limits, timeouts and protocol choices.
     var options: TransferOptions
 
@@ -21,7 +24,7 @@ struct TransferRequest: Sendable {
 
     /// A GET or HEAD without body: the shape whose easy handle can be reused without a reset.
     var isPlain: Bool {
-        body == nil && !usesLargeBuffers && (head.method == .get || head.method == .head)
+        body == nil && !usesLargeBuffers && credential == nil && (head.method == .get || head.method == .head)
     }
 }
 
@@ -46,6 +49,8 @@ struct TransferOptions: Sendable, Equatable {
     var verifiesTLS = true
     /// A CA bundle (PEM) to trust instead of the system's.
     var caBundlePath: String?
+    /// Send stored cookies and keep the ones the response sets.
+    var handlesCookies = true
 }
 
 /// Which HTTP version to ask libcurl for (`CURLOPT_HTTP_VERSION`).

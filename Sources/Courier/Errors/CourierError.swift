@@ -53,6 +53,8 @@ public enum CourierError: Error, Sendable {
     case invalidResponse(Context)
     /// Any other transport failure reported by libcurl.
     case transport(Context)
+    /// The cache policy forbade loading (`returnCacheDataDontLoad`) and nothing was stored.
+    case notCached(Context)
 
     /// What Courier knew when the error happened.
     public struct Context: Sendable, CustomStringConvertible {
@@ -103,7 +105,7 @@ public enum CourierError: Error, Sendable {
             .unacceptableStatusCode(let context), .unacceptableContentType(let context),
             .serializationFailed(let context), .responseTooLarge(let context), .fileSystem(let context),
             .sessionIdentifierInUse(let context), .unsupportedInBackgroundSession(let context),
-            .invalidResponse(let context), .transport(let context):
+            .invalidResponse(let context), .transport(let context), .notCached(let context):
             return context
         }
     }
@@ -136,6 +138,7 @@ public enum CourierError: Error, Sendable {
         case .unsupportedInBackgroundSession: "unsupportedInBackgroundSession"
         case .invalidResponse: "invalidResponse"
         case .transport: "transport"
+        case .notCached: "notCached"
         }
     }
 
@@ -162,6 +165,7 @@ public enum CourierError: Error, Sendable {
         case .unsupportedInBackgroundSession: return .unsupportedInBackgroundSession(context)
         case .invalidResponse: return .invalidResponse(context)
         case .transport: return .transport(context)
+        case .notCached: return .notCached(context)
         }
     }
 }

@@ -62,6 +62,21 @@ public struct HTTPSessionConfiguration: Sendable {
     /// Whether to ask for compressed responses (gzip, deflate, br, zstd) and decode them.
     /// Default true.
     public var acceptsCompressedResponses = true
+    /// Where a default or background session keeps its files (cookie jar, HTTP cache,
+    /// background journal). nil: `$XDG_CACHE_HOME/<process name>/courier/` (or
+    /// `~/.cache/<process name>/courier/`). An ephemeral session writes nothing anywhere.
+    public var storageDirectory: URL?
+    /// Whether requests send stored cookies and store the cookies responses set. Default true;
+    /// a request can opt out with `RequestOptions.handlesCookies`.
+    public var handlesCookies = true
+    /// Which cookies responses may set. Default `.always`.
+    public var cookieAcceptPolicy: CookieAcceptPolicy = .always
+    /// How requests use the HTTP cache. Default `.useProtocolCachePolicy` (RFC 9111).
+    public var cachePolicy: CachePolicy = .useProtocolCachePolicy
+    /// The HTTP cache's size in bytes (on disk for a default session, in memory for an
+    /// ephemeral one); 0 for no cache. Default 64 MiB for default sessions, 8 MiB for
+    /// ephemeral ones, 0 for background ones (which run no data tasks).
+    public var cacheCapacity: Int64 = 0
     /// Whether the server's TLS certificate and host name are verified. Default true.
     public var verifiesTLSCertificates = true
     /// A PEM bundle of CA certificates to trust instead of the system's.
@@ -70,6 +85,11 @@ public struct HTTPSessionConfiguration: Sendable {
     /// Creates a configuration of the given kind with default settings.
     public init(kind: Kind) {
         self.kind = kind
+        switch kind {
+        case .default: cacheCapacity = 64 << 20
+        case .ephemeral: cacheCapacity = 8 << 20
+        case .background: cacheCapacity = 0
+        }
     }
 
     /// Cookies, cache and credentials persist under the session's directory.
@@ -82,6 +102,40 @@ public struct HTTPSessionConfiguration: Sendable {
     /// new manager with the same identifier starts.
     public static func background(identifier: String) -> HTTPSessionConfiguration {
         HTTPSessionConfiguration(kind: .background(identifier: identifier))
+    }
+
+    /// The directory this session's files go in; nil for an ephemeral session.
+    var resolvedStorageDirectory: URL? {
+        let base: URL
+        switch kind {
+        case .ephemeral:
+            return nil
+        case .default, .background:
+            if let storageDirectory {
+                base = storageDirectory
+            } else {
+                let environment = ProcessInfo.processInfo.environment
+                let cache =
+                    environment["XDG_CACHE_HOME"].flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0) }
+                    ?? URL(fileURLWithPath: environment["HOME"] ?? NSHomeDirectory()).appendingPathComponent(".cache")
+                base = cache.appendingPathComponent(ProcessInfo.processInfo.processName).appendingPathComponent(
+                    "courier")
+            }
+        }
+        if case .background(let identifier) = kind {
+            return base.appendingPathComponent("background").appendingPathComponent(Self.safeName(identifier))
+        }
+        return base
+    }
+
+    /// An identifier reduced to a safe directory name.
+    static func safeName(_ identifier: String) -> String {
+        let allowed = identifier.unicodeScalars.map { scalar -> Character in
+            CharacterSet.alphanumerics.contains(scalar) || scalar == "." || scalar == "-" || scalar == "_"
+                ? Character(scalar) : "_"
+        }
+        let name = String(allowed).trimmingCharacters(in: CharacterSet(charactersIn: "."))
+        return name.isEmpty ? "session" : name
     }
 
     var transferOptions: TransferOptions {
@@ -97,6 +151,7 @@ public struct HTTPSessionConfiguration: Sendable {
         options.connectionIdleTimeout = connectionIdleTimeout
         options.verifiesTLS = verifiesTLSCertificates
         options.caBundlePath = certificateAuthorityBundle?.path
+        options.handlesCookies = handlesCookies
         return options
     }
 }

@@ -10,39 +10,45 @@ extension HTTPSessionManager {
     ///   - path: A path relative to ``baseURL``, or an absolute http(s) URL.
     ///   - parameters: Encoded by ``requestSerializer`` into the query or the body.
     ///   - headers: Headers for this request only; they replace session headers of the same name.
+    ///   - options: Per-request cookie, cache and credential settings.
     ///   - serializer: Validates the response and produces the value.
     public nonisolated func request<Serializer: ResponseSerializer>(
         _ method: HTTPRequest.Method, _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
-        serializer: Serializer
+        options: RequestOptions = RequestOptions(), serializer: Serializer
     ) async throws -> DataResponse<Serializer.Value> {
-        try await perform(
-            Call(method: method, path: path, parameters: parameters, headers: headers, body: nil),
-            serializer: serializer)
+        var call = Call(method: method, path: path, parameters: parameters, headers: headers, body: nil)
+        call.options = options
+        return try await perform(call, serializer: serializer)
     }
 
     /// Sends a request with a raw body (no parameter encoding) and returns the whole response.
     public nonisolated func request<Serializer: ResponseSerializer>(
         _ method: HTTPRequest.Method, _ path: String, body: Data, headers: [String: String] = [:],
-        serializer: Serializer
+        options: RequestOptions = RequestOptions(), serializer: Serializer
     ) async throws -> DataResponse<Serializer.Value> {
-        try await perform(
-            Call(method: method, path: path, headers: headers, body: RequestBody(.data(body))), serializer: serializer)
+        var call = Call(method: method, path: path, headers: headers, body: RequestBody(.data(body)))
+        call.options = options
+        return try await perform(call, serializer: serializer)
     }
 
     /// Starts a data task: the response collected in memory, serialized by the manager's
     /// ``responseSerializer``.
     public nonisolated func dataTask(
-        _ method: HTTPRequest.Method, _ path: String, parameters: JSON? = nil, headers: [String: String] = [:]
+        _ method: HTTPRequest.Method, _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
+        options: RequestOptions = RequestOptions()
     ) -> DataTask<JSON> {
-        dataTask(method, path, parameters: parameters, headers: headers, serializer: responseSerializer)
+        dataTask(
+            method, path, parameters: parameters, headers: headers, options: options, serializer: responseSerializer)
     }
 
     /// Starts a data task whose response `serializer` turns into a value.
     public nonisolated func dataTask<Serializer: ResponseSerializer>(
         _ method: HTTPRequest.Method, _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
-        serializer: Serializer
+        options: RequestOptions = RequestOptions(), serializer: Serializer
     ) -> DataTask<Serializer.Value> {
-        let call = Call(method: method, path: path, parameters: parameters, headers: headers)
+        var mutableCall = Call(method: method, path: path, parameters: parameters, headers: headers)
+        mutableCall.options = options
+        let call = mutableCall
         return DataTask(control: TaskControl()) { control in
             do {
                 return try await self.perform(

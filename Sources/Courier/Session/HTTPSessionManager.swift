@@ -41,9 +41,14 @@ open class HTTPSessionManager {
     private nonisolated let settings: Locked<Settings>
     /// False for `HTTPSessionManager` itself, whose hooks return their input unchanged: its
     /// requests skip the two hops to the session actor. Subclasses always run the hooks.
-    private nonisolated let runsHooks: Bool
+    nonisolated let runsHooks: Bool
 
-    private nonisolated let transferOptions: TransferOptions
+    nonisolated let transferOptions: TransferOptions
+    /// The session's HTTP cache: inspect or empty it. Nil when the configuration has none
+    /// (`cacheCapacity` 0).
+    public nonisolated let cache: HTTPCache?
+    /// The session's credentials, by protection space (memory only).
+    public nonisolated let credentials = CredentialStore()
 
     private struct Settings {
         var requestSerializer: any RequestSerializer = HTTPRequestSerializer()
@@ -53,6 +58,7 @@ open class HTTPSessionManager {
         }
         var decoder = JSONDecoder()
         var encoder = JSONEncoder()
+        var challengeHandler: (@Sendable (AuthenticationChallenge) async -> Credential?)?
         /// The default headers plus `additionalHeaders`, validated once per change, and the
         /// libcurl header list for them, shared by every request that sends just those.
         private var cachedSessionFields: (fields: HTTPFields, list: HeaderList)?
@@ -86,12 +92,21 @@ open class HTTPSessionManager {
         self.settings = Locked(Settings(additionalHeaders: configuration.additionalHeaders))
         self.runsHooks = type(of: self) != HTTPSessionManager.self
         self.transferOptions = configuration.transferOptions
+        self.cache =
+            configuration.cacheCapacity > 0
+            ? HTTPCache(
+                directory: configuration.resolvedStorageDirectory?.appendingPathComponent("cache"),
+                capacity: configuration.cacheCapacity) : nil
         self.driver = CurlDriver(
             limits: .init(
                 maximumConnectionsPerHost: configuration.maximumConnectionsPerHost,
                 maximumTotalConnections: configuration.maximumConnections,
                 maximumConcurrentTransfers: configuration.maximumConcurrentTasks ?? 0,
-                maximumBytesPerSecond: configuration.maximumBytesPerSecond))
+                maximumBytesPerSecond: configuration.maximumBytesPerSecond,
+                cookies: configuration.handlesCookies
+                    ? .init(
+                        jar: configuration.resolvedStorageDirectory?.appendingPathComponent("cookies.txt"),
+                        policy: configuration.cookieAcceptPolicy) : nil))
     }
 
     deinit {
@@ -104,6 +119,9 @@ open class HTTPSessionManager {
     public nonisolated func invalidateAndCancel() {
         driver.shutdown()
     }
+
+    /// The session's cookies (empty, and ignored, when the configuration does not handle them).
+    public nonisolated var cookies: CookieStore { CookieStore(driver: driver) }
 
     // MARK: - Settings (any context)
 
@@ -134,6 +152,13 @@ open class HTTPSessionManager {
         set { settings.withLock { $0.decoder = newValue } }
     }
 
+    /// Answers authentication challenges (401, 407) the credential store cannot, unless a
+    /// subclass overrides ``credential(for:)``. Asked once per request; nil gives up.
+    public nonisolated var challengeHandler: (@Sendable (AuthenticationChallenge) async -> Credential?)? {
+        get { settings.withLock { $0.challengeHandler } }
+        set { settings.withLock { $0.challengeHandler = newValue } }
+    }
+
     /// Encodes `Encodable` parameters (to JSON first, then by the request serializer).
     public nonisolated var encoder: JSONEncoder {
         get { settings.withLock { $0.encoder } }
@@ -154,6 +179,14 @@ open class HTTPSessionManager {
         response
     }
 
+    /// Called when a server asks for authentication (401, or 407 from a proxy) and the
+    /// session has no credential for it. The default asks ``challengeHandler``. Return nil to
+    /// give up (the 401 response then goes to the response serializer). A credential with
+    /// `.forSession` persistence is kept for later requests to the same protection space.
+    open func credential(for challenge: AuthenticationChallenge) async -> Credential? {
+        await challengeHandler?(challenge)
+    }
+
     // MARK: - The request pipeline
 
     /// Everything a call says about its request.
@@ -169,6 +202,7 @@ open class HTTPSessionManager {
         /// Downloads, streams and large uploads: larger libcurl buffers.
         var usesLargeBuffers = false
         var maximumBytesPerSecond: Int64?
+        var options = RequestOptions()
 
         init(
             method: HTTPRequest.Method, path: String, parameters: JSON? = nil, headers: [String: String] = [:],
@@ -211,28 +245,6 @@ open class HTTPSessionManager {
         }
         let serialized = try serializer.serialize(head, parameters: call.parameters)
         return (serialized.request, serialized.body.map { RequestBody(.data($0)) }, session)
-    }
-
-    /// Prepares, adapts, sends and processes one call: the response before serialization.
-    nonisolated func performRaw(
-        _ call: Call, reporters: TransferReporters? = nil, sink: ResponseSink? = nil,
-        register: (@Sendable (Transfer) -> Void)? = nil
-    ) async throws -> RawResponse {
-        let (head, body, sessionHeaders) = try prepare(call)
-        let adapted = runsHooks ? try await adapt(head) : head
-        var request = TransferRequest(
-            head: adapted, urlString: try RequestBuilding.urlString(of: adapted), body: body, options: transferOptions)
-        request.usesLargeBuffers = call.usesLargeBuffers
-        // Most requests send exactly the session's headers: share its prebuilt header list.
-        let sharesHeaders = body == nil && adapted.headerFields == sessionHeaders.fields
-        let transfer = Transfer(
-            request: request, driver: driver, reporters: reporters,
-            sharedHeaders: sharesHeaders ? sessionHeaders.list : nil, sink: sink,
-            maximumBytesPerSecond: call.maximumBytesPerSecond)
-        register?(transfer)
-        transfer.start()
-        let output = try await transfer.value()
-        return runsHooks ? try await process(RawResponse(output)) : RawResponse(output)
     }
 
     /// Prepares, adapts, sends, processes and serializes one call.

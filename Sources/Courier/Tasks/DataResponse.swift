@@ -15,6 +15,8 @@ public struct RawResponse: Sendable {
     public var data: Data
     /// Timing and size figures.
     public var metrics: TransferMetrics
+    /// Whether the network or the HTTP cache answered.
+    public var source: ResponseSource = .network
 
     /// Creates a raw response.
     public init(request: HTTPRequest, response: HTTPResponse, data: Data, metrics: TransferMetrics = .init()) {
@@ -48,6 +50,8 @@ public struct DataResponse<Value: Sendable>: Sendable {
     public var value: Value
     /// Timing and size figures.
     public var metrics: TransferMetrics
+    /// Whether the network or the HTTP cache answered.
+    public var source: ResponseSource
 
     /// Creates a response.
     public init(raw: RawResponse, value: Value) {
@@ -56,6 +60,7 @@ public struct DataResponse<Value: Sendable>: Sendable {
         self.data = raw.data
         self.value = value
         self.metrics = raw.metrics
+        self.source = raw.source
     }
 
     /// The URL that answered (after redirects): the final request's URL.

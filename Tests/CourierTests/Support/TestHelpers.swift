@@ -21,7 +21,7 @@ func faultManager(
 }
 
 /// Whether `error` is the `CourierError` case `matching` picks out.
-func isCourierError(_ error: any Error, _ matching: (CourierError) -> Bool) -> Bool {
+func isCourierError(_ error: (any Error)?, _ matching: (CourierError) -> Bool) -> Bool {
     guard let error = error as? CourierError else { return false }
     return matching(error)
 }

@@ -11,10 +11,9 @@ import Testing
 actor TestServers {
     static let shared = TestServers()
 
-    private var httpbinPort: Int?
-    private var faultPort: Int?
-    private var nginx: NginxServer?
-    private var processes: [Process] = []
+    private var httpbin: Task<URL, any Error>?
+    private var fault: Task<URL, any Error>?
+    private var nginx: Task<NginxServer, any Error>?
 
     static let repositoryRoot: URL = {
         // .../Tests/CourierTests/Support/TestServers.swift -> repository root
@@ -33,70 +32,94 @@ actor TestServers {
 
     /// httpbin's base URL, e.g. `http://127.0.0.1:41234/`.
     static func httpbin() async throws -> URL {
-        try await shared.startHttpbin()
+        try await shared.sharedHttpbin()
     }
 
     /// The fault server's base URL.
     static func fault() async throws -> URL {
-        try await shared.startFaultServer()
+        try await shared.sharedFaultServer()
     }
 
     /// A fault server of the caller's own, for tests that count what reaches it.
     static func dedicatedFaultServer() async throws -> URL {
-        try await shared.startDedicatedFaultServer()
+        try await startFaultServer()
+    }
+
+    /// An httpbin of the caller's own, which the caller may stop (to prove that an answer came
+    /// without the network).
+    static func dedicatedHttpbin() async throws -> DedicatedServer {
+        try await startHttpbin()
     }
 
     /// nginx: plain HTTP base URL, HTTPS base URL, the CA certificate, and the document root.
     static func nginx() async throws -> NginxServer {
-        try await shared.startNginx()
+        try await shared.sharedNginx()
     }
 
-    private func startHttpbin() throws -> URL {
-        if let httpbinPort { return URL(string: "http://127.0.0.1:\(httpbinPort)/")! }
-        let python = Self.virtualEnvironment.appendingPathComponent("bin/python")
+    // Each shared server is started by its first caller; later callers await the same task
+    // (the actor is reentrant across the await, so the task is stored before it).
+
+    private func sharedHttpbin() async throws -> URL {
+        if httpbin == nil { httpbin = Task { try await Self.startHttpbin().url } }
+        return try await httpbin!.value
+    }
+
+    private func sharedFaultServer() async throws -> URL {
+        if fault == nil { fault = Task { try await Self.startFaultServer() } }
+        return try await fault!.value
+    }
+
+    private func sharedNginx() async throws -> NginxServer {
+        if nginx == nil { nginx = Task { try await Self.startNginx() } }
+        return try await nginx!.value
+    }
+
+    private static func startHttpbin() async throws -> DedicatedServer {
+        let python = virtualEnvironment.appendingPathComponent("bin/python")
         guard FileManager.default.isExecutableFile(atPath: python.path) else {
-            throw TestServerError("No virtual environment at \(Self.virtualEnvironment.path): run scripts/bootstrap")
+            throw TestServerError("No virtual environment at \(virtualEnvironment.path): run scripts/bootstrap")
         }
-        let fields = try launch(
-            python, Self.supportDirectory.appendingPathComponent("serve_httpbin.py").path,
-            "--venv", Self.virtualEnvironment.path)
-        httpbinPort = Int(fields[0])
-        return URL(string: "http://127.0.0.1:\(fields[0])/")!
+        let (process, fields) = try await launch(
+            python, supportDirectory.appendingPathComponent("serve_httpbin.py").path, "--venv", virtualEnvironment.path)
+        return DedicatedServer(url: URL(string: "http://127.0.0.1:\(fields[0])/")!, process: process)
     }
 
-    private func startFaultServer() throws -> URL {
-        if let faultPort { return URL(string: "http://127.0.0.1:\(faultPort)/")! }
-        let fields = try launch(
+    private static func startFaultServer() async throws -> URL {
+        let (_, fields) = try await launch(
             URL(fileURLWithPath: "/usr/bin/env"), "python3",
-            Self.supportDirectory.appendingPathComponent("fault_server.py").path, "--port", "0")
-        faultPort = Int(fields[0])
+            supportDirectory.appendingPathComponent("fault_server.py").path, "--port", "0")
         return URL(string: "http://127.0.0.1:\(fields[0])/")!
     }
 
-    private func startDedicatedFaultServer() throws -> URL {
-        let fields = try launch(
-            URL(fileURLWithPath: "/usr/bin/env"), "python3",
-            Self.supportDirectory.appendingPathComponent("fault_server.py").path, "--port", "0")
-        return URL(string: "http://127.0.0.1:\(fields[0])/")!
-    }
-
-    private func startNginx() throws -> NginxServer {
-        if let nginx { return nginx }
+    private static func startNginx() async throws -> NginxServer {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("courier-nginx-\(getpid())")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        let fields = try launch(
+        let (_, fields) = try await launch(
             URL(fileURLWithPath: "/usr/bin/env"), "python3",
-            Self.supportDirectory.appendingPathComponent("serve_nginx.py").path, "--root", root.path)
-        let server = NginxServer(
+            supportDirectory.appendingPathComponent("serve_nginx.py").path, "--root", root.path)
+        return NginxServer(
             http: URL(string: "http://127.0.0.1:\(fields[0])/")!,
             https: URL(string: "https://localhost:\(fields[1])/")!,
             certificate: URL(fileURLWithPath: fields[2]), root: root)
-        nginx = server
-        return server
     }
 
-    /// Starts a launcher and waits for its `READY <fields...>` line.
-    private func launch(_ executable: URL, _ arguments: String...) throws -> [String] {
+    /// Starts a launcher and waits for its `READY <fields...>` line. The launcher exits when
+    /// this process does (it watches our pid). The wait (a blocking read, seconds for httpbin)
+    /// runs on a thread of its own: Swift's cooperative pool has two threads on this machine,
+    /// and a blocked one stalls every other test.
+    private static func launch(
+        _ executable: URL, _ arguments: String...
+    ) async throws -> (DedicatedServer.Handle, [String]) {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try launchBlocking(executable, arguments) })
+            }
+        }
+    }
+
+    private static func launchBlocking(
+        _ executable: URL, _ arguments: [String]
+    ) throws -> (DedicatedServer.Handle, [String]) {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments + ["--parent-pid", String(getpid())]
@@ -104,7 +127,6 @@ actor TestServers {
         process.standardOutput = output
         process.standardError = FileHandle.standardError
         try process.run()
-        processes.append(process)
         var line = Data()
         let handle = output.fileHandleForReading
         while true {
@@ -120,7 +142,35 @@ actor TestServers {
         guard fields.first == "READY", fields.count >= 2 else {
             throw TestServerError("Unexpected line from \(arguments.joined(separator: " ")): \(text)")
         }
-        return Array(fields.dropFirst())
+        return (DedicatedServer.Handle(process: process), Array(fields.dropFirst()))
+    }
+}
+
+/// A server one test owns.
+struct DedicatedServer: Sendable {
+    /// A launcher process. `Process` is not `Sendable`; this one is only asked to terminate
+    /// and whether it still runs, which Foundation guards with its own lock.
+    struct Handle: @unchecked Sendable {
+        let process: Process
+    }
+
+    let url: URL
+    fileprivate let handle: Handle
+    private var process: Process { handle.process }
+
+    fileprivate init(url: URL, process: Handle) {
+        self.url = url
+        self.handle = process
+    }
+
+    /// Stops the server and waits until its launcher has exited (it stops the server first).
+    /// Waits with `Task.sleep`, never blocking a thread of Swift's small cooperative pool.
+    func stop() async {
+        process.terminate()
+        for _ in 0..<200 where process.isRunning {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
 }
 

@@ -1,0 +1,152 @@
+import CCurlShim
+import Foundation
+
+/// libcurl's cookie engine for one session: a share handle (`CURL_LOCK_DATA_COOKIE`) that every
+/// easy handle of the session attaches to, and a utility easy handle for reading and changing
+/// the cookies. Driver thread only, apart from the lock callbacks (pthread mutexes, as
+/// `curl_share_setopt(3)` asks, though every user is on the driver thread today).
+///
+/// A default session keeps cookies that have an expiry in `cookies.txt` under its storage
+/// directory (the Netscape format libcurl reads), rewritten atomically whenever responses set
+/// cookies and when the session ends; session cookies are never written. An unreadable or
+/// corrupt file is ignored line by line.
+final class CookieEngine {
+    let share: UnsafeMutableRawPointer
+    private let utility: UnsafeMutableRawPointer
+    private let locks: UnsafeMutablePointer<pthread_mutex_t>
+    private let jar: URL?
+    private let policy: CookieAcceptPolicy
+
+    static let lockCount = Int(CURL_LOCK_DATA_LAST.rawValue)
+
+    init(jar: URL?, policy: CookieAcceptPolicy) {
+        self.jar = jar
+        self.policy = policy
+        locks = .allocate(capacity: Self.lockCount)
+        for index in 0..<Self.lockCount { pthread_mutex_init(locks + index, nil) }
+        share = curl_share_init()!
+        courier_share_setopt_pointer(share, CURLSHOPT_USERDATA, locks)
+        courier_share_setopt_lock_function(share, cookieLockCallback)
+        courier_share_setopt_unlock_function(share, cookieUnlockCallback)
+        courier_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_COOKIE.rawValue))
+        utility = curl_easy_init()!
+        courier_easy_setopt_share(utility, share)
+        courier_easy_setopt_string(utility, CURLOPT_COOKIEFILE, "")
+        load()
+    }
+
+    /// Releases the handles (after every easy handle has left the share).
+    func close() {
+        persist()
+        curl_easy_cleanup(utility)
+        curl_share_cleanup(share)
+        for index in 0..<Self.lockCount { pthread_mutex_destroy(locks + index) }
+        locks.deallocate()
+    }
+
+    /// Turns cookie handling on for a transfer's easy handle.
+    func attach(_ easy: UnsafeMutableRawPointer) {
+        courier_easy_setopt_share(easy, share)
+        courier_easy_setopt_string(easy, CURLOPT_COOKIEFILE, "")
+    }
+
+    // MARK: Reading and changing
+
+    var all: [Cookie] {
+        var list: UnsafeMutablePointer<curl_slist>?
+        guard courier_easy_getinfo_slist(utility, CURLINFO_COOKIELIST, &list) == CURLE_OK else { return [] }
+        defer { curl_slist_free_all(list) }
+        var cookies: [Cookie] = []
+        var node = list
+        while let current = node {
+            if let data = current.pointee.data, let cookie = Cookie(netscapeLine: Substring(String(cString: data))) {
+                cookies.append(cookie)
+            }
+            node = current.pointee.next
+        }
+        let now = Date()
+        return cookies.filter { ($0.expires ?? .distantFuture) > now }
+    }
+
+    func add(_ cookie: Cookie) {
+        courier_easy_setopt_string(utility, CURLOPT_COOKIELIST, cookie.netscapeLine)
+    }
+
+    /// `Set-Cookie` header values received for `url`, through libcurl's parser.
+    /// Stores a `Set-Cookie` value as if `url` had sent it. libcurl's own `Set-Cookie:` form of
+    /// `CURLOPT_COOKIELIST` knows no request host, so the value is parsed here and handed over
+    /// as a cookie-file line. Returns whether the value was a cookie.
+    @discardableResult
+    func add(setCookie value: String, for url: URL) -> Bool {
+        guard let cookie = Cookie(setCookie: value, for: url) else { return false }
+        add(cookie)
+        return true
+    }
+
+    func remove(_ cookie: Cookie) {
+        var expired = cookie
+        expired.expires = Date(timeIntervalSince1970: 1)
+        add(expired)
+    }
+
+    func removeAll() {
+        courier_easy_setopt_string(utility, CURLOPT_COOKIELIST, "ALL")
+        persist()
+    }
+
+    // MARK: After a response
+
+    /// Applies the accept policy to the cookies a response from `url` just set, then saves
+    /// them. libcurl has already stored them by the time the response is over; the ones the
+    /// policy refuses are taken out again.
+    func responseSetCookies(_ values: [String], from url: URL) {
+        guard !values.isEmpty else { return }
+        if policy != .always {
+            let host = url.host?.lowercased() ?? ""
+            for value in values {
+                guard let parsed = Cookie(setCookie: value, for: url) else { continue }
+                guard policy == .never || parsed.domain != host else { continue }
+                for cookie in all where cookie.name == parsed.name && cookie.domain == parsed.domain {
+                    remove(cookie)
+                }
+            }
+        }
+        persist()
+    }
+
+    // MARK: The jar file
+
+    private func load() {
+        guard let jar, let text = try? String(contentsOf: jar, encoding: .utf8) else { return }
+        for line in text.split(separator: "\n") {
+            guard let cookie = Cookie(netscapeLine: line), !cookie.isSessionCookie else { continue }
+            add(cookie)
+        }
+    }
+
+    /// Writes the persistent cookies: to a temporary file, then renamed over the jar.
+    func persist() {
+        guard let jar else { return }
+        let lines = all.filter { !$0.isSessionCookie }.map(\.netscapeLine)
+        let text = "# Netscape HTTP Cookie File, written by Courier\n" + lines.map { $0 + "\n" }.joined()
+        do {
+            try FileManager.default.createDirectory(
+                at: jar.deletingLastPathComponent(), withIntermediateDirectories: true)
+            let temporary = jar.deletingLastPathComponent().appendingPathComponent(".cookies.\(getpid()).tmp")
+            try Data(text.utf8).write(to: temporary)
+            if rename(temporary.path, jar.path) != 0 { unlink(temporary.path) }
+        } catch {
+            // Best effort: cookies stay in memory; the next change tries again.
+        }
+    }
+}
+
+private let cookieLockCallback: curl_lock_function = { _, data, _, userdata in
+    let locks = userdata!.assumingMemoryBound(to: pthread_mutex_t.self)
+    pthread_mutex_lock(locks + Int(data.rawValue))
+}
+
+private let cookieUnlockCallback: curl_unlock_function = { _, data, userdata in
+    let locks = userdata!.assumingMemoryBound(to: pthread_mutex_t.self)
+    pthread_mutex_unlock(locks + Int(data.rawValue))
+}

@@ -1,0 +1,210 @@
+import Foundation
+import HTTPTypes
+
+extension HTTPSessionManager {
+    /// Prepares, adapts, sends (or answers from the cache) and processes one call: the
+    /// response before serialization.
+    nonisolated func performRaw(
+        _ call: Call, reporters: TransferReporters? = nil, sink: ResponseSink? = nil,
+        register: (@Sendable (Transfer) -> Void)? = nil
+    ) async throws -> RawResponse {
+        let (head, body, sessionHeaders) = try prepare(call)
+        if case .background = configuration.kind, !(sink is DownloadSink), !(body?.isFile ?? false) {
+            throw CourierError.unsupportedInBackgroundSession(
+                .init(message: "A background session runs downloads and uploads from files only, not data tasks"))
+        }
+        let adapted = runsHooks ? try await adapt(head) : head
+        let urlString = try RequestBuilding.urlString(of: adapted)
+        var cacheLookup = CacheLookup(
+            manager: self, call: call, request: adapted, urlString: urlString, body: body, sink: sink)
+        if let answer = try cacheLookup.answerWithoutLoading() {
+            return try await finishRaw(answer)
+        }
+        let credential =
+            call.options.credential
+            ?? URL(string: urlString).flatMap { ProtectionSpace(url: $0) }.flatMap { credentials.credential(for: $0) }
+        let conditionalHead = cacheLookup.conditionalRequest
+        let send = { (credential: Credential?, conditional: Bool) async throws -> RawResponse in
+            var request = TransferRequest(
+                head: conditional ? conditionalHead : adapted, urlString: urlString, body: body,
+                options: self.options(for: call))
+            request.usesLargeBuffers = call.usesLargeBuffers
+            request.credential = credential
+            // Most requests send exactly the session's headers: share its prebuilt header list.
+            let sharesHeaders = body == nil && !conditional && adapted.headerFields == sessionHeaders.fields
+            let transfer = Transfer(
+                request: request, driver: self.driver, reporters: reporters,
+                sharedHeaders: sharesHeaders ? sessionHeaders.list : nil, sink: sink,
+                maximumBytesPerSecond: call.maximumBytesPerSecond)
+            register?(transfer)
+            transfer.start()
+            return RawResponse(try await transfer.value())
+        }
+        let requestTime = Date()
+        var raw: RawResponse
+        do {
+            raw = try await send(credential, cacheLookup.revalidates)
+            if let retry = try await challengeRetry(after: raw, used: credential, body: body) {
+                raw = try await send(retry, cacheLookup.revalidates)
+            }
+        } catch let error as CourierError {
+            guard let fallback = cacheLookup.fallback(after: error) else { throw error }
+            return try await finishRaw(fallback)
+        }
+        raw = cacheLookup.absorb(raw, requestTime: requestTime)
+        return try await finishRaw(raw)
+    }
+
+    private nonisolated func finishRaw(_ raw: RawResponse) async throws -> RawResponse {
+        runsHooks ? try await process(raw) : raw
+    }
+
+    /// The transfer options of one call: the session's, with the call's cookie choice.
+    nonisolated func options(for call: Call) -> TransferOptions {
+        guard let handlesCookies = call.options.handlesCookies, handlesCookies != transferOptions.handlesCookies else {
+            return transferOptions
+        }
+        var options = transferOptions
+        options.handlesCookies = handlesCookies
+        return options
+    }
+
+    /// After a 401 (or 407) that no credential answered: asks ``credential(for:)`` once, keeps
+    /// the answer when it is for the session, and returns it for one more try. A request whose
+    /// body cannot be sent again is not retried.
+    private nonisolated func challengeRetry(
+        after raw: RawResponse, used: Credential?, body: RequestBody?
+    ) async throws -> Credential? {
+        let status = raw.status.code
+        guard status == 401 || status == 407, used == nil, body?.isReplayable ?? true else { return nil }
+        let header: HTTPField.Name = status == 401 ? .wwwAuthenticate : .proxyAuthenticate
+        let (schemes, realm) = AuthenticateHeader.parse(raw.response.headerFields[values: header])
+        guard var space = ProtectionSpace(url: raw.url, realm: realm) else { return nil }
+        space.isProxy = status == 407
+        let challenge = AuthenticationChallenge(
+            protectionSpace: space, schemes: schemes, response: raw.response, url: raw.url)
+        guard let credential = await credential(for: challenge) else { return nil }
+        if credential.persistence == .forSession { credentials.set(credential, for: space) }
+        return credential
+    }
+}
+
+/// What the HTTP cache can do for one request, before and after the network (RFC 9111).
+struct CacheLookup: Sendable {
+    private let cache: HTTPCache?
+    private let policy: CachePolicy
+    private let key: String
+    private let request: HTTPRequest
+    private let lifetime: Duration?
+    private var entry: CachedResponse?
+
+    init(
+        manager: HTTPSessionManager, call: HTTPSessionManager.Call, request: HTTPRequest, urlString: String,
+        body: RequestBody?, sink: ResponseSink?
+    ) {
+        let requestControl = CacheControl(request.headerFields[values: .cacheControl])
+        // Only GETs of data tasks, without `Cache-Control: no-store` in the request.
+        let usable = sink == nil && body == nil && request.method == .get && !requestControl.noStore
+        cache = usable ? manager.cache : nil
+        policy = call.options.cachePolicy ?? manager.configuration.cachePolicy
+        key = HTTPCache.key(method: request.method, url: urlString)
+        self.request = request
+        lifetime = call.options.cacheLifetime
+        if let cache, policy != .reloadIgnoringCacheData, let stored = cache.entry(for: key),
+            stored.matchesVary(request)
+        {
+            entry = stored
+            if requestControl.noCache { entry?.lifetimeOverride = 0 }  // the request insists on validation
+        }
+    }
+
+    /// A response from the cache without any load, when the policy and freshness allow.
+    func answerWithoutLoading() throws(CourierError) -> RawResponse? {
+        guard cache != nil else { return nil }
+        switch policy {
+        case .returnCacheDataDontLoad:
+            guard let entry else {
+                throw .notCached(
+                    .init(url: request.url, message: "Nothing stored for this request, and loading is not allowed"))
+            }
+            return raw(from: entry, source: .cache)
+        case .returnCacheDataElseLoad:
+            return entry.map { raw(from: $0, source: .cache) }
+        case .useProtocolCachePolicy, .returnCacheDataOnError:
+            guard let entry, entry.isFresh else { return nil }
+            return raw(from: entry, source: .cache)
+        case .reloadIgnoringCacheData:
+            return nil
+        }
+    }
+
+    /// Whether the load is a revalidation of a stale entry.
+    var revalidates: Bool {
+        guard let entry, policy != .reloadIgnoringCacheData else { return false }
+        let (etag, lastModified) = entry.validators
+        return etag != nil || lastModified != nil
+    }
+
+    /// The request with `If-None-Match` / `If-Modified-Since` from the stored validators.
+    var conditionalRequest: HTTPRequest {
+        var request = self.request
+        guard let entry else { return request }
+        let (etag, lastModified) = entry.validators
+        if let etag, request.headerFields[.ifNoneMatch] == nil { request.headerFields[.ifNoneMatch] = etag }
+        if let lastModified, request.headerFields[.ifModifiedSince] == nil {
+            request.headerFields[.ifModifiedSince] = lastModified
+        }
+        return request
+    }
+
+    /// A stored response instead of a failed load (`returnCacheDataOnError`), unless it said
+    /// `must-revalidate`.
+    func fallback(after error: CourierError) -> RawResponse? {
+        guard policy == .returnCacheDataOnError, let entry, !entry.control.mustRevalidate else { return nil }
+        switch error {
+        case .cannotConnect, .cannotResolveHost, .timedOut, .connectionLost, .tls, .transport, .invalidResponse:
+            return raw(from: entry, source: .cache)
+        default:
+            return nil
+        }
+    }
+
+    /// After the load: a 304 refreshes and returns the stored response; a storable response
+    /// is stored (replacing an older one); anything else passes through.
+    mutating func absorb(_ response: RawResponse, requestTime: Date) -> RawResponse {
+        guard let cache else { return response }
+        let now = Date()
+        if response.status.code == 304, revalidates, var entry {
+            entry.update(with: response.response, requestTime: requestTime, responseTime: now)
+            cache.store(entry)
+            var answer = raw(from: entry, source: .revalidatedCache)
+            answer.metrics = response.metrics
+            return answer
+        }
+        let control = CacheControl(response.response.headerFields[values: .cacheControl])
+        let varyAll = CacheControl.varyNames(response.response.headerFields).contains("*")
+        let authorized = request.headerFields[.authorization] != nil
+        let cacheableStatus = [200, 203, 204, 300, 301, 404, 405, 410, 414, 501].contains(response.status.code)
+        let fields = response.response.headerFields
+        let hasFreshnessOrValidator =
+            control.maxAge != nil || fields[.expires] != nil || fields[.eTag] != nil || fields[.lastModified] != nil
+            || lifetime != nil
+        guard cacheableStatus, !control.noStore, !varyAll, !authorized || control.isPublic || control.mustRevalidate,
+            hasFreshnessOrValidator
+        else {
+            if control.noStore { cache.remove(key) }
+            return response
+        }
+        cache.store(
+            CachedResponse(
+                key: key, response: response.response, body: response.data, request: request, requestTime: requestTime,
+                responseTime: now, lifetimeOverride: lifetime))
+        return response
+    }
+
+    private func raw(from entry: CachedResponse, source: ResponseSource) -> RawResponse {
+        var raw = RawResponse(request: request, response: entry.response, data: entry.body)
+        raw.source = source
+        return raw
+    }
+}

@@ -1,0 +1,159 @@
+import Foundation
+
+/// An HTTP cookie as libcurl's cookie engine keeps it.
+public struct Cookie: Sendable, Hashable, CustomStringConvertible {
+    /// The name.
+    public var name: String
+    /// The value.
+    public var value: String
+    /// The domain, without a leading dot.
+    public var domain: String
+    /// Whether subdomains of `domain` get the cookie too (a `Domain` attribute was given).
+    public var includesSubdomains: Bool
+    /// The path.
+    public var path: String
+    /// When it expires; nil for a session cookie (gone when the session ends, never persisted).
+    public var expires: Date?
+    /// Sent over https only.
+    public var isSecure: Bool
+    /// Hidden from scripts (kept for completeness; Courier sends it like any other).
+    public var isHTTPOnly: Bool
+
+    /// Creates a cookie.
+    public init(
+        name: String, value: String, domain: String, includesSubdomains: Bool = false, path: String = "/",
+        expires: Date? = nil, isSecure: Bool = false, isHTTPOnly: Bool = false
+    ) {
+        self.name = name
+        self.value = value
+        self.domain = domain
+        self.includesSubdomains = includesSubdomains
+        self.path = path
+        self.expires = expires
+        self.isSecure = isSecure
+        self.isHTTPOnly = isHTTPOnly
+    }
+
+    /// Whether it lasts only as long as the session.
+    public var isSessionCookie: Bool { expires == nil }
+
+    /// `name=value; domain=...; path=...`.
+    public var description: String {
+        var text = "\(name)=\(value); domain=\(domain); path=\(path)"
+        if let expires { text += "; expires=\(expires)" }
+        if isSecure { text += "; secure" }
+        return text
+    }
+
+    /// Whether the cookie goes with a request to `url` (RFC 6265 section 5.4: domain, path,
+    /// secure); expiry is the store's business.
+    public func matches(_ url: URL) -> Bool {
+        guard let host = url.host?.lowercased() else { return false }
+        let cookieDomain = domain.lowercased()
+        let domainMatches =
+            host == cookieDomain || (includesSubdomains && host.hasSuffix("." + cookieDomain))
+        guard domainMatches else { return false }
+        let requestPath = url.path.isEmpty ? "/" : url.path
+        let pathMatches =
+            requestPath == path
+            || (requestPath.hasPrefix(path)
+                && (path.hasSuffix("/") || requestPath.dropFirst(path.count).hasPrefix("/")))
+        guard pathMatches else { return false }
+        return !isSecure || url.scheme?.lowercased() == "https"
+    }
+
+    /// Parses a `Set-Cookie` header value as if `url` had sent it (RFC 6265 section 5.2):
+    /// without a `Domain` attribute the cookie is for the URL's host only; without a `Path`
+    /// attribute its path is the directory of the URL's path; `Max-Age` wins over `Expires`.
+    /// Nil when the value has no `name=` or when `Domain` names another site.
+    init?(setCookie value: String, for url: URL, now: Date = Date()) {
+        guard let host = url.host?.lowercased() else { return nil }
+        let parts = value.split(separator: ";", omittingEmptySubsequences: false).map {
+            $0.trimmingCharacters(in: .whitespaces)
+        }
+        guard let first = parts.first, let equals = first.firstIndex(of: "="), equals != first.startIndex else {
+            return nil
+        }
+        self.init(
+            name: first[..<equals].trimmingCharacters(in: .whitespaces),
+            value: first[first.index(after: equals)...].trimmingCharacters(in: .whitespaces), domain: host,
+            path: Self.defaultPath(of: url))
+        var maxAge: Int?
+        for attribute in parts.dropFirst() {
+            let pieces = attribute.split(separator: "=", maxSplits: 1).map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }
+            let argument = pieces.count == 2 ? pieces[1] : ""
+            switch pieces[0].lowercased() {
+            case "domain" where !argument.isEmpty:
+                let named = (argument.hasPrefix(".") ? String(argument.dropFirst()) : argument).lowercased()
+                guard host == named || host.hasSuffix("." + named) else { return nil }
+                domain = named
+                includesSubdomains = true
+            case "path" where argument.hasPrefix("/"): path = argument
+            case "max-age": maxAge = Int(argument) ?? maxAge
+            case "expires" where maxAge == nil: expires = HTTPDate.parse(argument) ?? expires
+            case "secure": isSecure = true
+            case "httponly": isHTTPOnly = true
+            default: break
+            }
+        }
+        if let maxAge { expires = now.addingTimeInterval(TimeInterval(max(maxAge, -1))) }
+    }
+
+    /// RFC 6265 section 5.1.4: the request path up to, not including, its last `/`.
+    private static func defaultPath(of url: URL) -> String {
+        let requestPath = url.path
+        guard requestPath.hasPrefix("/"), let slash = requestPath.lastIndex(of: "/"), slash != requestPath.startIndex
+        else { return "/" }
+        return String(requestPath[..<slash])
+    }
+
+    // MARK: The Netscape cookie file format libcurl reads and writes
+
+    /// A line of the Netscape cookie file format (what `CURLOPT_COOKIELIST` takes and
+    /// `CURLINFO_COOKIELIST` returns): seven tab-separated fields.
+    var netscapeLine: String {
+        let seconds = expires.map { max(1, Int64($0.timeIntervalSince1970)) } ?? 0
+        let domainField = (isHTTPOnly ? "#HttpOnly_" : "") + (includesSubdomains ? "." : "") + domain
+        return [
+            domainField, includesSubdomains ? "TRUE" : "FALSE", path, isSecure ? "TRUE" : "FALSE", String(seconds),
+            name,
+            value,
+        ].joined(separator: "\t")
+    }
+
+    /// Parses a Netscape cookie file line; nil for comments, blank or malformed lines.
+    init?(netscapeLine line: Substring) {
+        var text = line
+        var httpOnly = false
+        if text.hasPrefix("#HttpOnly_") {
+            httpOnly = true
+            text = text.dropFirst("#HttpOnly_".count)
+        } else if text.hasPrefix("#") || text.trimmingCharacters(in: .whitespaces).isEmpty {
+            return nil
+        }
+        let fields = text.split(separator: "\t", omittingEmptySubsequences: false)
+        guard fields.count >= 7, let seconds = Int64(fields[4]) else { return nil }
+        var domain = String(fields[0])
+        let subdomains = fields[1] == "TRUE"
+        if domain.hasPrefix(".") { domain.removeFirst() }
+        guard !domain.isEmpty, !fields[5].isEmpty else { return nil }
+        self.init(
+            name: String(fields[5]), value: fields[6...].joined(separator: "\t"), domain: domain,
+            includesSubdomains: subdomains, path: String(fields[2]),
+            expires: seconds == 0 ? nil : Date(timeIntervalSince1970: TimeInterval(seconds)),
+            isSecure: fields[3] == "TRUE", isHTTPOnly: httpOnly)
+    }
+}
+
+/// Which cookies a session takes from responses.
+public enum CookieAcceptPolicy: Sendable, Hashable {
+    /// Every cookie libcurl's engine accepts (RFC 6265 rules).
+    case always
+    /// None: responses' cookies are dropped; cookies already stored are still sent.
+    case never
+    /// Only cookies for exactly the host that answered (no `Domain` attribute for a parent
+    /// domain).
+    case onlyFromRequestDomain
+}

@@ -1,0 +1,211 @@
+import Courier
+import Foundation
+import Testing
+
+/// The HTTP cache (RFC 9111) against httpbin: `/cache/{n}` answers with `max-age=n`,
+/// `/etag/{etag}` and `/cache` with validators and 304s, `/response-headers` with any headers.
+@Suite struct CacheTests {
+    private func manager(
+        _ base: URL, directory: URL? = nil, _ configure: (inout HTTPSessionConfiguration) -> Void = { _ in }
+    ) -> HTTPSessionManager {
+        var configuration = directory == nil ? HTTPSessionConfiguration.ephemeral : .default
+        configuration.storageDirectory = directory
+        configure(&configuration)
+        return HTTPSessionManager(baseURL: base, configuration: configuration)
+    }
+
+    @Test func aFreshEntryIsAnsweredWithoutTheServer() async throws {
+        let server = try await TestServers.dedicatedHttpbin()
+        let api = manager(server.url)
+        let first = try await api.request(.get, "cache/60", serializer: DataResponseSerializer())
+        #expect(first.source == .network)
+        await server.stop()
+        let second = try await api.request(.get, "cache/60", serializer: DataResponseSerializer())
+        #expect(second.source == .cache)
+        #expect(second.value == first.value)
+        #expect(second.response.status == .ok)
+        // Something not stored does need the (stopped) server.
+        let error = await capturedError {
+            _ = try await api.request(.get, "cache/61", serializer: DataResponseSerializer())
+        }
+        #expect(isCourierError(error) { if case .cannotConnect = $0 { true } else { false } })
+    }
+
+    @Test func aStaleEntryIsRevalidatedWithItsETag() async throws {
+        let api = manager(try await TestServers.httpbin())
+        let first = try await api.request(.get, "etag/v1", serializer: DataResponseSerializer())
+        #expect(first.source == .network)
+        // No freshness information: stored, but stale at once, so the next request asks with
+        // If-None-Match and httpbin answers 304, which the cache turns into the stored 200.
+        let second = try await api.request(.get, "etag/v1", serializer: DataResponseSerializer())
+        #expect(second.source == .revalidatedCache)
+        #expect(second.response.status == .ok)
+        #expect(second.value == first.value)
+        #expect(second.response.headerFields[.eTag] == first.response.headerFields[.eTag])
+        #expect(second.response.headerFields[.eTag] != nil)
+    }
+
+    @Test func aStaleEntryIsRevalidatedWithItsDate() async throws {
+        let api = manager(try await TestServers.httpbin())
+        // httpbin's /cache sends Last-Modified and answers If-Modified-Since with 304. Its
+        // heuristic lifetime (a tenth of the age of Last-Modified, "now") is 0.
+        let first = try await api.request(.get, "cache", serializer: JSONResponseSerializer())
+        #expect(first.source == .network)
+        let second = try await api.request(.get, "cache", serializer: JSONResponseSerializer())
+        #expect(second.source == .revalidatedCache)
+        #expect(second.value == first.value)
+    }
+
+    @Test func noStoreIsNeitherStoredNorAnswered() async throws {
+        let api = manager(try await TestServers.httpbin())
+        for _ in 0..<2 {
+            let response = try await api.request(
+                .get, "response-headers", parameters: ["Cache-Control": "no-store, max-age=60"],
+                serializer: DataResponseSerializer())
+            #expect(response.source == .network)
+        }
+        #expect(api.cache?.count == 0)
+        // A cacheable answer next to it is stored, so the count above means something.
+        _ = try await api.request(.get, "cache/60", serializer: DataResponseSerializer())
+        #expect(api.cache?.count == 1)
+    }
+
+    @Test func noCacheIsStoredButAlwaysRevalidated() async throws {
+        let api = manager(try await TestServers.httpbin())
+        let parameters: JSON = ["Cache-Control": "no-cache", "ETag": "\"nc\""]
+        let first = try await api.request(
+            .get, "response-headers", parameters: parameters, serializer: DataResponseSerializer())
+        #expect(first.source == .network)
+        #expect(api.cache?.count == 1)
+        // /response-headers ignores If-None-Match: the answer is a new 200 from the network.
+        let second = try await api.request(
+            .get, "response-headers", parameters: parameters, serializer: DataResponseSerializer())
+        #expect(second.source == .network)
+    }
+
+    @Test func varyKeepsResponsesApartByRequestHeader() async throws {
+        let api = manager(try await TestServers.httpbin())
+        let parameters: JSON = ["Cache-Control": "max-age=60", "Vary": "X-Flavour"]
+        func fetch(_ flavour: String) async throws -> ResponseSource {
+            try await api.request(
+                .get, "response-headers", parameters: parameters, headers: ["X-Flavour": flavour],
+                serializer: DataResponseSerializer()
+            ).source
+        }
+        #expect(try await fetch("oat") == .network)
+        #expect(try await fetch("oat") == .cache)
+        #expect(try await fetch("rye") == .network)
+        #expect(try await fetch("rye") == .cache)
+    }
+
+    @Test func theFallbackPolicyAnswersFromTheCacheWhenTheServerIsGone() async throws {
+        let server = try await TestServers.dedicatedHttpbin()
+        let api = manager(server.url) { $0.cachePolicy = .returnCacheDataOnError }
+        let first = try await api.request(.get, "etag/gone", serializer: DataResponseSerializer())
+        await server.stop()
+        let fallback = try await api.request(.get, "etag/gone", serializer: DataResponseSerializer())
+        #expect(fallback.source == .cache)
+        #expect(fallback.value == first.value)
+        // The protocol's own rules do not allow a stale answer: the load's error comes through.
+        let error = await capturedError {
+            _ = try await api.request(
+                .get, "etag/gone", options: .init(cachePolicy: .useProtocolCachePolicy),
+                serializer: DataResponseSerializer())
+        }
+        #expect(isCourierError(error) { if case .cannotConnect = $0 { true } else { false } })
+    }
+
+    @Test func thePoliciesThatNeverOrAlwaysLoad() async throws {
+        let api = manager(try await TestServers.httpbin())
+        let error = await capturedError {
+            _ = try await api.request(
+                .get, "etag/p", options: .init(cachePolicy: .returnCacheDataDontLoad),
+                serializer: DataResponseSerializer())
+        }
+        #expect(isCourierError(error) { if case .notCached = $0 { true } else { false } })
+        _ = try await api.request(.get, "etag/p", serializer: DataResponseSerializer())
+        // Stale, yet returned as it is: no revalidation.
+        let stale = try await api.request(
+            .get, "etag/p", options: .init(cachePolicy: .returnCacheDataElseLoad), serializer: DataResponseSerializer())
+        #expect(stale.source == .cache)
+        let fresh = try await api.request(.get, "cache/60", serializer: DataResponseSerializer())
+        #expect(fresh.source == .network)
+        let reloaded = try await api.request(
+            .get, "cache/60", options: .init(cachePolicy: .reloadIgnoringCacheData),
+            serializer: DataResponseSerializer())
+        #expect(reloaded.source == .network)
+    }
+
+    @Test func aPerRequestLifetimeKeepsAnUncacheableLookingResponse() async throws {
+        let api = manager(try await TestServers.httpbin())
+        let first = try await api.request(
+            .get, "uuid", options: .init(cacheLifetime: .seconds(60)), serializer: JSONResponseSerializer())
+        let second = try await api.request(.get, "uuid", serializer: JSONResponseSerializer())
+        #expect(second.source == .cache)
+        #expect(second.value == first.value)
+        // Without the override /uuid (no cache headers) is not stored at all.
+        let other = manager(try await TestServers.httpbin())
+        _ = try await other.request(.get, "uuid", serializer: JSONResponseSerializer())
+        let again = try await other.request(.get, "uuid", serializer: JSONResponseSerializer())
+        #expect(again.source == .network)
+        #expect(again.value != first.value)
+    }
+
+    @Test func aDefaultSessionKeepsItsCacheOnDisk() async throws {
+        let directory = try DownloadTests.temporaryDirectory()
+        let server = try await TestServers.dedicatedHttpbin()
+        let first = try await manager(server.url, directory: directory).request(
+            .get, "cache/60", serializer: DataResponseSerializer())
+        await server.stop()
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("cache").path)
+        #expect(files.contains("index.json"))
+        #expect(files.filter { $0.hasSuffix(".response") }.count == 1)
+        // A new manager (as after a restart) reads the entry from disk.
+        let later = manager(server.url, directory: directory)
+        let second = try await later.request(.get, "cache/60", serializer: DataResponseSerializer())
+        #expect(second.source == .cache)
+        #expect(second.value == first.value)
+    }
+
+    @Test func aCorruptEntryIsAMiss() async throws {
+        let directory = try DownloadTests.temporaryDirectory()
+        let api = manager(try await TestServers.httpbin(), directory: directory)
+        _ = try await api.request(.get, "cache/60", serializer: DataResponseSerializer())
+        let cacheDirectory = directory.appendingPathComponent("cache")
+        let file = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: cacheDirectory.path).first { $0.hasSuffix(".response") }
+        )
+        try Data("not a response".utf8).write(to: cacheDirectory.appendingPathComponent(file))
+        let later = manager(try await TestServers.httpbin(), directory: directory)
+        let response = try await later.request(.get, "cache/60", serializer: JSONResponseSerializer())
+        #expect(response.source == .network)
+        #expect(response.value["url"] != nil)
+        // ... and the good answer replaced it.
+        let again = try await later.request(.get, "cache/60", serializer: JSONResponseSerializer())
+        #expect(again.source == .cache)
+    }
+
+    @Test func theLeastRecentlyUsedEntryGoesFirst() async throws {
+        let api = manager(try await TestServers.httpbin()) { $0.cacheCapacity = 4_000 }
+        func fetch(_ path: String) async throws -> ResponseSource {
+            try await api.request(.get, path, serializer: DataResponseSerializer()).source
+        }
+        // Each /cache/n answer takes about 1 KB with its headers.
+        _ = try await fetch("cache/61")
+        _ = try await fetch("cache/62")
+        _ = try await fetch("cache/63")
+        #expect(try await fetch("cache/61") == .cache)  // 61 is now the most recently used
+        _ = try await fetch("cache/64")
+        _ = try await fetch("cache/65")
+        #expect((api.cache?.totalSize ?? .max) <= 4_000)
+        #expect(try await fetch("cache/61") == .cache)
+        #expect(try await fetch("cache/62") == .network)
+    }
+
+    @Test func onlyGETIsStored() async throws {
+        let api = manager(try await TestServers.httpbin())
+        _ = try await api.request(
+            .post, "response-headers?Cache-Control=max-age%3D60", serializer: DataResponseSerializer())
+        #expect(api.cache?.count == 0)
+    }
+}

@@ -1,0 +1,127 @@
+import Courier
+import Foundation
+import Testing
+
+/// libcurl's cookie engine behind each session, against httpbin's cookie endpoints.
+@Suite struct CookieTests {
+    @Test func cookiesSetByRedirectAndByMaxAgeAreSentBack() async throws {
+        let api = try await httpbinManager()
+        let afterSet: JSON = try await api.GET("cookies/set", parameters: ["flavour": "oat"])
+        #expect(afterSet["cookies"]["flavour"] == "oat")
+        _ = try await api.GET(
+            "response-headers", parameters: ["Set-Cookie": "lasting=yes; Max-Age=3600; Path=/"],
+            serializer: DataResponseSerializer())
+        let echo: JSON = try await api.GET("cookies")
+        #expect(echo["cookies"] == ["flavour": "oat", "lasting": "yes"])
+        let stored = await api.cookies.all()
+        #expect(stored.first { $0.name == "lasting" }?.isSessionCookie == false)
+        #expect(stored.first { $0.name == "flavour" }?.isSessionCookie == true)
+    }
+
+    @Test func clearingRemovesEveryCookie() async throws {
+        let api = try await httpbinManager()
+        _ = try await api.GET("cookies/set", parameters: ["a": "1", "b": "2"])
+        await api.cookies.removeAll()
+        let echo: JSON = try await api.GET("cookies")
+        #expect(echo["cookies"] == [:])
+        #expect(await api.cookies.all().isEmpty)
+    }
+
+    @Test func cookiesCanBeSetAndRemovedOneByOne() async throws {
+        let httpbin = try await TestServers.httpbin()
+        let api = try await httpbinManager()
+        await api.cookies.set(Cookie(name: "token", value: "t1", domain: httpbin.host!))
+        await api.cookies.set(setCookieHeader: "theme=dark; Path=/", for: httpbin)
+        var echo: JSON = try await api.GET("cookies")
+        #expect(echo["cookies"] == ["token": "t1", "theme": "dark"])
+        let token = try #require(await api.cookies.all().first { $0.name == "token" })
+        await api.cookies.remove(token)
+        echo = try await api.GET("cookies")
+        #expect(echo["cookies"] == ["theme": "dark"])
+        #expect(await api.cookies.cookies(for: httpbin).map(\.name) == ["theme"])
+    }
+
+    @Test func aRequestCanOptOut() async throws {
+        let api = try await httpbinManager()
+        _ = try await api.GET("cookies/set", parameters: ["kept": "1"])
+        let without = try await api.request(
+            .get, "cookies", options: .init(handlesCookies: false), serializer: JSONResponseSerializer()
+        ).value
+        #expect(without["cookies"] == [:])
+        _ = try await api.request(
+            .get, "response-headers", parameters: ["Set-Cookie": "ignored=1"], options: .init(handlesCookies: false),
+            serializer: DataResponseSerializer())
+        #expect(await api.cookies.all().map(\.name) == ["kept"])
+    }
+
+    @Test func aNeverPolicyStoresNothing() async throws {
+        let api = try await httpbinManager { $0.cookieAcceptPolicy = .never }
+        _ = try await api.GET(
+            "response-headers", parameters: ["Set-Cookie": "nope=1; Max-Age=60"], serializer: DataResponseSerializer())
+        #expect(await api.cookies.all().isEmpty)
+        let echo: JSON = try await api.GET("cookies")
+        #expect(echo["cookies"] == [:])
+    }
+
+    @Test(arguments: [CookieAcceptPolicy.always, .onlyFromRequestDomain])
+    func theOwnDomainPolicyRefusesParentDomains(policy: CookieAcceptPolicy) async throws {
+        // libcurl resolves every *.localhost name to loopback, so a.b.localhost can set a
+        // cookie for its parent b.localhost, which only the `.always` policy keeps.
+        let httpbin = try await TestServers.httpbin()
+        var configuration = HTTPSessionConfiguration.ephemeral
+        configuration.cookieAcceptPolicy = policy
+        let api = HTTPSessionManager(
+            baseURL: URL(string: "http://a.b.localhost:\(httpbin.port!)/")!, configuration: configuration)
+        _ = try await api.GET(
+            "response-headers", parameters: ["Set-Cookie": "mine=1"], serializer: DataResponseSerializer())
+        _ = try await api.GET(
+            "response-headers", parameters: ["Set-Cookie": "wide=1; Domain=b.localhost"],
+            serializer: DataResponseSerializer())
+        let names = await api.cookies.all().map(\.name).sorted()
+        #expect(names == (policy == .always ? ["mine", "wide"] : ["mine"]))
+    }
+
+    @Test func sessionsDoNotShareCookies() async throws {
+        let first = try await httpbinManager()
+        let second = try await httpbinManager()
+        _ = try await first.GET("cookies/set", parameters: ["only": "first"])
+        let echo: JSON = try await second.GET("cookies")
+        #expect(echo["cookies"] == [:])
+    }
+
+    @Test func aDefaultSessionKeepsPersistentCookiesInItsJar() async throws {
+        let directory = try DownloadTests.temporaryDirectory()
+        let httpbin = try await TestServers.httpbin()
+        var configuration = HTTPSessionConfiguration.default
+        configuration.storageDirectory = directory
+        let first = HTTPSessionManager(baseURL: httpbin, configuration: configuration)
+        _ = try await first.GET(
+            "response-headers", parameters: ["Set-Cookie": "kept=1; Max-Age=3600; Path=/"],
+            serializer: DataResponseSerializer())
+        _ = try await first.GET("cookies/set", parameters: ["gone": "1"])
+        first.invalidateAndCancel()
+        let jar = try String(contentsOf: directory.appendingPathComponent("cookies.txt"), encoding: .utf8)
+        #expect(jar.contains("\tkept\t1"))
+        #expect(!jar.contains("gone"))
+
+        let second = HTTPSessionManager(baseURL: httpbin, configuration: configuration)
+        let echo: JSON = try await second.GET("cookies")
+        #expect(echo["cookies"] == ["kept": "1"])
+        await second.cookies.removeAll()
+        let cleared = try String(contentsOf: directory.appendingPathComponent("cookies.txt"), encoding: .utf8)
+        #expect(!cleared.contains("kept"))
+    }
+
+    @Test func aCorruptJarIsReadAsFarAsItMakesSense() async throws {
+        let directory = try DownloadTests.temporaryDirectory()
+        let httpbin = try await TestServers.httpbin()
+        let future = Int(Date().timeIntervalSince1970) + 3600
+        let text = "garbage\u{0}\u{1}\n\(httpbin.host!)\tFALSE\t/\tFALSE\t\(future)\tsurvivor\tyes\nhalf\tline\n"
+        try Data(text.utf8).write(to: directory.appendingPathComponent("cookies.txt"))
+        var configuration = HTTPSessionConfiguration.default
+        configuration.storageDirectory = directory
+        let api = HTTPSessionManager(baseURL: httpbin, configuration: configuration)
+        let echo: JSON = try await api.GET("cookies")
+        #expect(echo["cookies"] == ["survivor": "yes"])
+    }
+}
