@@ -32,9 +32,16 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // A child process for the tests (a new process to restore a background session in, one
+        // to kill part way, one with an empty HOME); the tests find it next to their bundle.
+        .executableTarget(
+            name: "CourierTestHelper",
+            dependencies: ["Courier"],
+            path: "Tests/Support/CourierTestHelper"
+        ),
         .testTarget(
             name: "CourierTests",
-            dependencies: ["Courier"],
+            dependencies: ["Courier", "CourierTestHelper"],
             path: "Tests/CourierTests"
         ),
     ],

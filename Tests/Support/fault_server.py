@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import _thread
 import argparse
+import base64
 import hashlib
 import json
 import os
@@ -748,7 +749,25 @@ def route_stats(conn: Conn, req: Request) -> bool:
     return respond(conn, req, 200, json.dumps(doc).encode(), content_type="application/json")
 
 
+PROXY_CREDENTIALS = "courier:proxy-secret"
+
+
+def route_proxy(conn: Conn, req: Request) -> bool:
+    """A request in absolute form, as to a proxy: answered here, never forwarded."""
+    read_body(conn, req, None)
+    expected = "Basic " + base64.b64encode(PROXY_CREDENTIALS.encode()).decode()
+    given = req.header("Proxy-Authorization")
+    if given != expected:
+        return respond(conn, req, 407, b"proxy authentication required\n",
+                       headers=[("Proxy-Authenticate", 'Basic realm="fault-proxy"')])
+    doc = {"proxied": req.target, "proxyAuthorization": given,
+           "authorization": req.header("Authorization")}
+    return respond(conn, req, 200, json.dumps(doc).encode(), content_type="application/json")
+
+
 def dispatch(conn: Conn, req: Request) -> bool:
+    if req.target.startswith("http://"):
+        return route_proxy(conn, req)
     p = req.path
     if p == "/bytes":
         return route_bytes(conn, req)

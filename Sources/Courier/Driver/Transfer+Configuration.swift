@@ -26,14 +26,28 @@ extension Transfer {
         courier_easy_setopt_off_t(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit))
         try configureMethodAndBody(easy, request)
         courier_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, prepared.headers.list)
+        // libcurl answers a challenge itself (a 401 or 407, then a second request for Digest
+        // and NTLM), or sends Basic at once when asked to.
         if let credential = request.credential {
-            // libcurl answers the challenge itself (a 401 and a second request for Digest and
-            // NTLM), or sends Basic at once when asked to.
-            courier_easy_setopt_string(easy, CURLOPT_USERNAME, credential.user)
-            courier_easy_setopt_string(easy, CURLOPT_PASSWORD, credential.password)
-            courier_easy_setopt_long(
-                easy, CURLOPT_HTTPAUTH, Int(credential.sendsPreemptively ? courier_auth_basic : courier_auth_any))
+            Self.setCredential(
+                credential, easy, user: CURLOPT_USERNAME, password: CURLOPT_PASSWORD, schemes: CURLOPT_HTTPAUTH)
         }
+        if let credential = request.proxyCredential {
+            Self.setCredential(
+                credential, easy, user: CURLOPT_PROXYUSERNAME, password: CURLOPT_PROXYPASSWORD,
+                schemes: CURLOPT_PROXYAUTH)
+        }
+    }
+
+    private static func setCredential(
+        _ credential: Credential, _ easy: UnsafeMutableRawPointer, user: CURLoption, password: CURLoption,
+        schemes: CURLoption
+    ) {
+        courier_easy_setopt_string(easy, user, credential.user)
+        courier_easy_setopt_string(easy, password, credential.password)
+        // CURLAUTH_ANY sets the top bit of an unsigned long: pass the bits, not the value.
+        let allowed = credential.sendsPreemptively ? courier_auth_basic : courier_auth_any
+        courier_easy_setopt_long(easy, schemes, Int(bitPattern: UInt(allowed)))
     }
 
     /// The options every transfer of the session shares.
@@ -73,6 +87,9 @@ extension Transfer {
         courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, options.verifiesTLS ? 2 : 0)
         if let caBundlePath = options.caBundlePath {
             courier_easy_setopt_string(easy, CURLOPT_CAINFO, caBundlePath)
+        }
+        if let proxy = options.proxy {
+            courier_easy_setopt_string(easy, CURLOPT_PROXY, proxy)
         }
     }
 

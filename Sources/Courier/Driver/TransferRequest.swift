@@ -16,6 +16,8 @@ struct TransferRequest: Sendable {
     /// Authenticate with this (libcurl negotiates Basic, Digest or NTLM). Dropped on a
     /// redirect to another origin.
     var credential: Credential?
+    /// Authenticate with the proxy with this (kept across redirects: the proxy stays the same).
+    var proxyCredential: Credential?
     /// Limits, timeouts and protocol choices.
     var options: TransferOptions
 
@@ -24,7 +26,8 @@ struct TransferRequest: Sendable {
 
     /// A GET or HEAD without body: the shape whose easy handle can be reused without a reset.
     var isPlain: Bool {
-        body == nil && !usesLargeBuffers && credential == nil && (head.method == .get || head.method == .head)
+        body == nil && !usesLargeBuffers && credential == nil && proxyCredential == nil
+            && (head.method == .get || head.method == .head)
     }
 }
 
@@ -51,6 +54,8 @@ struct TransferOptions: Sendable, Equatable {
     var caBundlePath: String?
     /// Send stored cookies and keep the ones the response sets.
     var handlesCookies = true
+    /// The proxy (`CURLOPT_PROXY`); nil leaves the choice to libcurl's environment variables.
+    var proxy: String?
 }
 
 /// Which HTTP version to ask libcurl for (`CURLOPT_HTTP_VERSION`).

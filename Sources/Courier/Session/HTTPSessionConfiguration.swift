@@ -77,6 +77,12 @@ public struct HTTPSessionConfiguration: Sendable {
     /// ephemeral one); 0 for no cache. Default 64 MiB for default sessions, 8 MiB for
     /// ephemeral ones, 0 for background ones (which run no data tasks).
     public var cacheCapacity: Int64 = 0
+    /// The proxy every request goes through (`http://host:port`; libcurl also takes `https://`
+    /// and `socks5://` proxies). nil: libcurl's own choice from the environment (`http_proxy`,
+    /// `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY`), as the curl tool does. Credentials for it come
+    /// from the session's credential store (a protection space with `isProxy`) or, on a 407,
+    /// from the challenge handler.
+    public var proxy: URL?
     /// Whether the server's TLS certificate and host name are verified. Default true.
     public var verifiesTLSCertificates = true
     /// A PEM bundle of CA certificates to trust instead of the system's.
@@ -152,6 +158,7 @@ public struct HTTPSessionConfiguration: Sendable {
         options.verifiesTLS = verifiesTLSCertificates
         options.caBundlePath = certificateAuthorityBundle?.path
         options.handlesCookies = handlesCookies
+        options.proxy = proxy?.absoluteString
         return options
     }
 }

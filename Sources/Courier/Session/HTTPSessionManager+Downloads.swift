@@ -38,15 +38,22 @@ extension HTTPSessionManager {
     public nonisolated func downloadTask(
         resumingFrom resumeData: ResumeData, to destination: URL, options: DownloadOptions = []
     ) -> DownloadTask {
+        downloadTask(resumingFrom: resumeData, destination: .file(destination), options: options)
+    }
+
+    nonisolated func downloadTask(
+        resumingFrom resumeData: ResumeData, destination: DownloadDestination, options: DownloadOptions,
+        identifier: UUID = UUID()
+    ) -> DownloadTask {
         var headers = resumeData.headers
         headers["Range"] = "bytes=\(resumeData.bytesWritten)-"
         if let validator = resumeData.validator { headers["If-Range"] = validator }
         return makeDownloadTask(
-            Call(method: .get, path: resumeData.url.absoluteString, headers: headers), destination: .file(destination),
-            options: options, resume: resumeData)
+            Call(method: .get, path: resumeData.url.absoluteString, headers: headers), destination: destination,
+            options: options, resume: resumeData, identifier: identifier)
     }
 
-    private enum DownloadDestination {
+    enum DownloadDestination {
         case file(URL)
         case directory(URL)
 
@@ -58,8 +65,9 @@ extension HTTPSessionManager {
         }
     }
 
-    private nonisolated func makeDownloadTask(
-        _ plainCall: Call, destination: DownloadDestination, options: DownloadOptions, resume: ResumeData?
+    nonisolated func makeDownloadTask(
+        _ plainCall: Call, destination: DownloadDestination, options: DownloadOptions, resume: ResumeData?,
+        identifier: UUID = UUID()
     ) -> DownloadTask {
         var call = plainCall
         call.usesLargeBuffers = true
@@ -72,7 +80,14 @@ extension HTTPSessionManager {
         let temporary =
             resume?.partialFile
             ?? destination.directory.appendingPathComponent(".\(name).\(UUID().uuidString.prefix(8)).download")
-        let sink = DownloadSink(file: temporary, resumeOffset: resume?.bytesWritten)
+        let background = self.background
+        var validatorArrived: (@Sendable (String?) -> Void)?
+        if let journal = background?.journal {
+            validatorArrived = { validator in journal.update(identifier) { $0.validator = validator } }
+        }
+        let sink = DownloadSink(
+            file: temporary, resumeOffset: resume?.bytesWritten, keepsPartialWhenInterrupted: background != nil,
+            validatorArrived: validatorArrived)
         sink.sourceURL = resume?.url.absoluteString
         let originalHeaders = resume?.headers ?? call.headers
         let resumeBase: @Sendable (DownloadSink.Result) -> ResumeData? = { result in
@@ -83,23 +98,48 @@ extension HTTPSessionManager {
                 url: sourceURL, partialFile: file, bytesWritten: bytes, validator: validator ?? resume?.validator,
                 headers: originalHeaders)
         }
-        return DownloadTask(control: TaskControl(), sink: sink, resumeBase: resumeBase) { control in
+        return DownloadTask(
+            identifier: identifier, control: TaskControl(), sink: sink, ownedBySession: background != nil,
+            resumeBase: resumeBase
+        ) { control in
             do {
                 try Self.prepareDestination(destination, options: options)
+                if let background {
+                    let url = try resume.map { $0.url.absoluteString } ?? self.urlString(of: finalCall)
+                    var record = BackgroundRecord(
+                        identifier: identifier, kind: .download, method: "GET", url: url, headers: originalHeaders)
+                    switch destination {
+                    case .file(let url): record.destination = url.path
+                    case .directory(let url): record.destinationDirectory = url.path
+                    }
+                    record.options = options.rawValue
+                    record.partialFile = temporary.path
+                    record.validator = resume?.validator
+                    try await self.beginBackgroundTask(record, in: background, control: control)
+                }
                 let raw = try await self.performRaw(
                     finalCall, reporters: control.reporters, sink: sink,
                     register: { transfer in
                         if sink.sourceURL == nil { sink.sourceURL = transfer.current.urlString }
                         control.attach(transfer)
                     })
-                return try await Self.finishDownload(raw, sink: sink, destination: destination, options: options)
-            } catch let error as CourierError {
-                control.reporters.finish(succeeded: false)
-                guard let resumeData = resumeBase(await sink.result()) else { throw error }
-                throw error.withContext { $0.resumeData = resumeData }
+                let response = try await Self.finishDownload(
+                    raw, sink: sink, destination: destination, options: options)
+                await background?.taskEnded(identifier, control: control, .downloaded(response))
+                return response
             } catch {
                 control.reporters.finish(succeeded: false)
-                throw error
+                var failure = error
+                if let error = error as? CourierError, let resumeData = resumeBase(await sink.result()) {
+                    failure = error.withContext { $0.resumeData = resumeData }
+                }
+                if let background {
+                    _ = await sink.result()  // the sink is done with the partial file
+                    let discardsPartial = control.isCancelled && !sink.callerWantsPartial
+                    await background.taskEnded(
+                        identifier, control: control, .failed(failure), discarding: discardsPartial ? temporary : nil)
+                }
+                throw failure
             }
         }
     }

@@ -9,9 +9,12 @@ extension HTTPSessionManager {
         register: (@Sendable (Transfer) -> Void)? = nil
     ) async throws -> RawResponse {
         let (head, body, sessionHeaders) = try prepare(call)
-        if case .background = configuration.kind, !(sink is DownloadSink), !(body?.isFile ?? false) {
-            throw CourierError.unsupportedInBackgroundSession(
-                .init(message: "A background session runs downloads and uploads from files only, not data tasks"))
+        if let background {
+            try background.checkIdentifier()
+            guard sink is DownloadSink || body?.isFile == true else {
+                throw CourierError.unsupportedInBackgroundSession(
+                    .init(message: "A background session runs downloads and uploads from files only, not data tasks"))
+            }
         }
         let adapted = runsHooks ? try await adapt(head) : head
         let urlString = try RequestBuilding.urlString(of: adapted)
@@ -20,16 +23,16 @@ extension HTTPSessionManager {
         if let answer = try cacheLookup.answerWithoutLoading() {
             return try await finishRaw(answer)
         }
-        let credential =
-            call.options.credential
-            ?? URL(string: urlString).flatMap { ProtectionSpace(url: $0) }.flatMap { credentials.credential(for: $0) }
+        var authentication = storedCredentials(for: urlString)
+        authentication.server = call.options.credential ?? authentication.server
         let conditionalHead = cacheLookup.conditionalRequest
-        let send = { (credential: Credential?, conditional: Bool) async throws -> RawResponse in
+        let send = { (authentication: CredentialPair, conditional: Bool) async throws -> RawResponse in
             var request = TransferRequest(
                 head: conditional ? conditionalHead : adapted, urlString: urlString, body: body,
                 options: self.options(for: call))
             request.usesLargeBuffers = call.usesLargeBuffers
-            request.credential = credential
+            request.credential = authentication.server
+            request.proxyCredential = authentication.proxy
             // Most requests send exactly the session's headers: share its prebuilt header list.
             let sharesHeaders = body == nil && !conditional && adapted.headerFields == sessionHeaders.fields
             let transfer = Transfer(
@@ -43,8 +46,8 @@ extension HTTPSessionManager {
         let requestTime = Date()
         var raw: RawResponse
         do {
-            raw = try await send(credential, cacheLookup.revalidates)
-            if let retry = try await challengeRetry(after: raw, used: credential, body: body) {
+            raw = try await send(authentication, cacheLookup.revalidates)
+            if let retry = try await challengeRetry(after: raw, used: authentication, body: body) {
                 raw = try await send(retry, cacheLookup.revalidates)
             }
         } catch let error as CourierError {
@@ -69,23 +72,51 @@ extension HTTPSessionManager {
         return options
     }
 
-    /// After a 401 (or 407) that no credential answered: asks ``credential(for:)`` once, keeps
-    /// the answer when it is for the session, and returns it for one more try. A request whose
-    /// body cannot be sent again is not retried.
+    /// The credentials of a request: for the server, and for the proxy it goes through.
+    struct CredentialPair: Sendable {
+        var server: Credential?
+        var proxy: Credential?
+    }
+
+    /// What the credential store has for a request to `urlString` and for its proxy. An empty
+    /// store (the common case) costs no URL parsing.
+    private nonisolated func storedCredentials(for urlString: String) -> CredentialPair {
+        guard !credentials.isEmpty, let url = URL(string: urlString) else { return CredentialPair() }
+        return CredentialPair(
+            server: ProtectionSpace(url: url).flatMap { credentials.credential(for: $0) },
+            proxy: proxies.protectionSpace(for: url).flatMap { credentials.credential(for: $0) })
+    }
+
+    /// After a 401 (or a 407 from the proxy) that no credential answered: asks
+    /// ``credential(for:)`` once, keeps the answer when it is for the session, and returns the
+    /// credentials for one more try. A request whose body cannot be sent again is not retried.
     private nonisolated func challengeRetry(
-        after raw: RawResponse, used: Credential?, body: RequestBody?
-    ) async throws -> Credential? {
+        after raw: RawResponse, used: CredentialPair, body: RequestBody?
+    ) async throws -> CredentialPair? {
         let status = raw.status.code
-        guard status == 401 || status == 407, used == nil, body?.isReplayable ?? true else { return nil }
-        let header: HTTPField.Name = status == 401 ? .wwwAuthenticate : .proxyAuthenticate
-        let (schemes, realm) = AuthenticateHeader.parse(raw.response.headerFields[values: header])
-        guard var space = ProtectionSpace(url: raw.url, realm: realm) else { return nil }
-        space.isProxy = status == 407
+        guard body?.isReplayable ?? true else { return nil }
+        let (schemes, realm): ([String], String?)
+        var space: ProtectionSpace
+        switch status {
+        case 401 where used.server == nil:
+            (schemes, realm) = AuthenticateHeader.parse(raw.response.headerFields[values: .wwwAuthenticate])
+            guard let server = ProtectionSpace(url: raw.url) else { return nil }
+            space = server
+        case 407 where used.proxy == nil:
+            (schemes, realm) = AuthenticateHeader.parse(raw.response.headerFields[values: .proxyAuthenticate])
+            guard let proxy = proxies.protectionSpace(for: raw.url) else { return nil }
+            space = proxy
+        default:
+            return nil
+        }
+        space.realm = realm
         let challenge = AuthenticationChallenge(
             protectionSpace: space, schemes: schemes, response: raw.response, url: raw.url)
         guard let credential = await credential(for: challenge) else { return nil }
         if credential.persistence == .forSession { credentials.set(credential, for: space) }
-        return credential
+        var retry = used
+        if space.isProxy { retry.proxy = credential } else { retry.server = credential }
+        return retry
     }
 }
 

@@ -55,20 +55,47 @@ extension HTTPSessionManager {
     ///
     /// - Parameter compressed: Compress the body with gzip on the way out
     ///   (`Content-Encoding: gzip`, chunked). Only for servers that accept compressed requests.
+    ///
+    /// In a background session only files can be uploaded (`UploadBody.file`); the upload is
+    /// journaled and, if the process dies, sent again by a later process's
+    /// `restoredTasks()`.
     public nonisolated func uploadTask<Serializer: ResponseSerializer>(
         _ method: HTTPRequest.Method, _ path: String, body: UploadBody, headers: [String: String] = [:],
         compressed: Bool = false, serializer: Serializer
     ) -> DataTask<Serializer.Value> {
-        DataTask(control: TaskControl()) { control in
+        makeUploadTask(method, path, body: body, headers: headers, compressed: compressed, serializer: serializer)
+    }
+
+    nonisolated func makeUploadTask<Serializer: ResponseSerializer>(
+        _ method: HTTPRequest.Method, _ path: String, body: UploadBody, headers: [String: String],
+        compressed: Bool, serializer: Serializer, identifier: UUID = UUID()
+    ) -> DataTask<Serializer.Value> {
+        let background = self.background
+        return DataTask(identifier: identifier, control: TaskControl(), ownedBySession: background != nil) { control in
             do {
                 var call = Call(
                     method: method, path: path, headers: headers, body: try body.requestBody(compressed: compressed),
                     contentType: body.contentType)
                 call.usesLargeBuffers = true
-                return try await self.perform(
-                    call, serializer: serializer, reporters: control.reporters, register: control.attach)
+                if let background {
+                    guard case .file(let source) = body.source else {
+                        throw CourierError.unsupportedInBackgroundSession(
+                            .init(message: "A background session uploads files only (UploadBody.file)"))
+                    }
+                    var record = BackgroundRecord(
+                        identifier: identifier, kind: .upload, method: method.rawValue,
+                        url: try self.urlString(of: call),
+                        headers: headers)
+                    record.sourceFile = source.path
+                    record.compressed = compressed
+                    try await self.beginBackgroundTask(record, in: background, control: control)
+                }
+                let raw = try await self.performRaw(call, reporters: control.reporters, register: control.attach)
+                await background?.taskEnded(identifier, control: control, .uploaded(raw))
+                return DataResponse(raw: raw, value: try serializer.serialize(raw))
             } catch {
                 control.reporters.finish(succeeded: false)
+                await background?.taskEnded(identifier, control: control, .failed(error))
                 throw error
             }
         }

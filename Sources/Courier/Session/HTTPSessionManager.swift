@@ -49,6 +49,10 @@ open class HTTPSessionManager {
     public nonisolated let cache: HTTPCache?
     /// The session's credentials, by protection space (memory only).
     public nonisolated let credentials = CredentialStore()
+    /// The identifier's lock, the task journal and the event hub of a background session.
+    nonisolated let background: BackgroundSession?
+    /// Which proxy requests go through, for the proxy's credentials.
+    nonisolated let proxies: ProxySettings
 
     private struct Settings {
         var requestSerializer: any RequestSerializer = HTTPRequestSerializer()
@@ -92,11 +96,18 @@ open class HTTPSessionManager {
         self.settings = Locked(Settings(additionalHeaders: configuration.additionalHeaders))
         self.runsHooks = type(of: self) != HTTPSessionManager.self
         self.transferOptions = configuration.transferOptions
+        self.proxies = ProxySettings(configured: configuration.proxy)
         self.cache =
             configuration.cacheCapacity > 0
             ? HTTPCache(
                 directory: configuration.resolvedStorageDirectory?.appendingPathComponent("cache"),
                 capacity: configuration.cacheCapacity) : nil
+        if case .background(let identifier) = configuration.kind, let directory = configuration.resolvedStorageDirectory
+        {
+            self.background = BackgroundSession(identifier: identifier, directory: directory)
+        } else {
+            self.background = nil
+        }
         self.driver = CurlDriver(
             limits: .init(
                 maximumConnectionsPerHost: configuration.maximumConnectionsPerHost,
@@ -111,13 +122,19 @@ open class HTTPSessionManager {
 
     deinit {
         driver.shutdown()
+        background?.close()
     }
 
     /// Cancels every request and task of this manager (they throw `CancellationError`), closes
     /// its connections and ends its driver thread. Requests made afterwards fail at once with
     /// `CancellationError`. Releasing the manager does the same.
+    ///
+    /// A background session's tasks are cancelled for good (their journal entries and partial
+    /// files go), its ``events`` streams end, and its identifier is free for a new manager.
     public nonisolated func invalidateAndCancel() {
+        background?.cancelAll()
         driver.shutdown()
+        background?.close()
     }
 
     /// The session's cookies (empty, and ignored, when the configuration does not handle them).

@@ -107,6 +107,9 @@ public final class CredentialStore: Sendable {
     /// Every space with a credential.
     public var spaces: [ProtectionSpace] { state.withLock { Array($0.keys) } }
 
+    /// Whether there is no credential at all (requests then skip the lookup).
+    var isEmpty: Bool { state.withLock { $0.isEmpty } }
+
     /// Forgets the credential for `space`.
     public func remove(for space: ProtectionSpace) {
         state.withLock { $0[space] = nil }

@@ -7,15 +7,23 @@ import HTTPTypes
 /// ``value``) for the result, watch ``downloadProgress`` and ``uploadProgress``, and
 /// ``cancel()``, ``suspend()`` or ``resume()`` it from any context. Cancelling the Swift task
 /// that awaits ``response`` cancels the transfer too.
+///
+/// An upload in a background session belongs to the session: cancelling the Swift task that
+/// awaits it does not cancel it; only ``cancel()`` does.
 public final class DataTask<Value: Sendable>: Sendable {
+    /// Identifies the task; a background upload keeps it when a later process restores it.
+    public let identifier: UUID
     private let control: TaskControl
+    private let ownedBySession: Bool
     private let task: Task<DataResponse<Value>, any Error>
 
     init(
-        control: TaskControl,
+        identifier: UUID = UUID(), control: TaskControl, ownedBySession: Bool = false,
         operation: @escaping @Sendable (TaskControl) async throws -> DataResponse<Value>
     ) {
+        self.identifier = identifier
         self.control = control
+        self.ownedBySession = ownedBySession
         self.task = Task { try await operation(control) }
     }
 
@@ -23,7 +31,8 @@ public final class DataTask<Value: Sendable>: Sendable {
     /// `CancellationError` after ``cancel()``.
     public var response: DataResponse<Value> {
         get async throws {
-            try await withTaskCancellationHandler {
+            if ownedBySession { return try await task.value }
+            return try await withTaskCancellationHandler {
                 try await task.value
             } onCancel: {
                 self.cancel()
@@ -90,6 +99,9 @@ final class TaskControl: Sendable {
         if suspended { transfer.suspend() }
         if cancelled { transfer.cancel() }
     }
+
+    /// Whether ``cancel()`` was called (by the caller, not by the session ending).
+    var isCancelled: Bool { state.withLock { $0.cancelled } }
 
     func cancel() {
         let transfer = state.withLock { state in

@@ -41,6 +41,12 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
 
     let file: URL
     let resumeOffset: Int64?
+    /// A background download keeps its partial file when it is interrupted (the session ended
+    /// under it), not only when the caller asks for resume data.
+    private let keepsPartialWhenInterrupted: Bool
+    /// Told the response's validator (`ETag`, else `Last-Modified`) when a 2xx head arrives,
+    /// on the driver thread: the background journal records it for a later `If-Range`.
+    private let validatorArrived: (@Sendable (String?) -> Void)?
     private let shared = Locked(Shared())
 
     // Driver thread.
@@ -53,9 +59,14 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
     private var alreadyComplete = false
 
     /// `file` is a new temporary file, or (with `resumeOffset`) the partial file to finish.
-    init(file: URL, resumeOffset: Int64? = nil) {
+    init(
+        file: URL, resumeOffset: Int64? = nil, keepsPartialWhenInterrupted: Bool = false,
+        validatorArrived: (@Sendable (String?) -> Void)? = nil
+    ) {
         self.file = file
         self.resumeOffset = resumeOffset
+        self.keepsPartialWhenInterrupted = keepsPartialWhenInterrupted
+        self.validatorArrived = validatorArrived
     }
 
     // MARK: Driver side
@@ -104,6 +115,7 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
                 .init(url: file, message: "Cannot open \(file.path): \(String(cString: strerror(errno)))"))
         }
         createdFile = resumeOffset == nil
+        validatorArrived?(validator)
         if written > 0 {
             // Drop anything past the resume point (a previous attempt may have written more).
             _ = ftruncate(descriptor, off_t(written))
@@ -139,7 +151,7 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
             descriptor = -1
         }
         let body = errorBody?.end(outcome) ?? Data()
-        let wantsPartial = shared.withLock { $0.wantsPartial }
+        let wantsPartial = keepsPartialWhenInterrupted || shared.withLock { $0.wantsPartial }
         let result: Result
         let onDisk = errorBody == nil && (createdFile || resumeOffset != nil)
         switch outcome {
@@ -175,6 +187,9 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
     func keepPartialOnCancel() {
         shared.withLock { $0.wantsPartial = true }
     }
+
+    /// Whether the caller asked for the partial file (resume data).
+    var callerWantsPartial: Bool { shared.withLock { $0.wantsPartial } }
 
     /// What the transfer left, once it has ended. Call it only after the transfer completed,
     /// failed or was cancelled: a sink that has not begun by then never will (a cancelled

@@ -47,19 +47,28 @@ public struct DownloadResponse: Sendable {
 /// ``cancel(producingResumeData:)`` keeps the partial file and returns what
 /// `downloadTask(resumingFrom:to:)` needs. A download that fails part way (a lost
 /// connection) keeps its partial file too: the `CourierError`'s `resumeData` has it.
+///
+/// In a background session the task belongs to the session: cancelling the Swift task that
+/// awaits it does not cancel it; only ``cancel()`` does.
 public final class DownloadTask: Sendable {
+    /// Identifies the task; a background task keeps it when a later process restores it.
+    public let identifier: UUID
     private let control: TaskControl
     private let sink: DownloadSink
     private let resumeBase: @Sendable (DownloadSink.Result) -> ResumeData?
+    private let ownedBySession: Bool
     private let task: Task<DownloadResponse, any Error>
 
     init(
-        control: TaskControl, sink: DownloadSink, resumeBase: @escaping @Sendable (DownloadSink.Result) -> ResumeData?,
+        identifier: UUID = UUID(), control: TaskControl, sink: DownloadSink, ownedBySession: Bool = false,
+        resumeBase: @escaping @Sendable (DownloadSink.Result) -> ResumeData?,
         operation: @escaping @Sendable (TaskControl) async throws -> DownloadResponse
     ) {
+        self.identifier = identifier
         self.control = control
         self.sink = sink
         self.resumeBase = resumeBase
+        self.ownedBySession = ownedBySession
         self.task = Task { try await operation(control) }
     }
 
@@ -67,7 +76,8 @@ public final class DownloadTask: Sendable {
     /// kept) or `CancellationError`.
     public var response: DownloadResponse {
         get async throws {
-            try await withTaskCancellationHandler {
+            if ownedBySession { return try await task.value }
+            return try await withTaskCancellationHandler {
                 try await task.value
             } onCancel: {
                 self.cancel()

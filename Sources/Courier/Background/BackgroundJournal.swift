@@ -1,0 +1,174 @@
+import Foundation
+
+/// What a background task needs to be carried on by another process: the request, where its
+/// bytes go, and (for a download) the partial file and the validator that lets it resume.
+struct BackgroundRecord: Codable, Sendable, Equatable {
+    enum Kind: String, Codable, Sendable {
+        case download
+        case upload
+    }
+
+    var identifier: UUID
+    var kind: Kind
+    /// The request method (`GET` for downloads).
+    var method: String
+    /// The absolute request URL, query included.
+    var url: String
+    /// The caller's headers (sent again on restore; the manager adds its own as usual).
+    var headers: [String: String]
+    /// Downloads: the destination file (or the directory, for a name from the response), its
+    /// options, the partial file next to it, and the response's `ETag` or `Last-Modified` once
+    /// the head has arrived.
+    var destination: String?
+    var destinationDirectory: String?
+    var options: Int?
+    var partialFile: String?
+    var validator: String?
+    /// Uploads: the file sent, and whether it goes gzip-compressed.
+    var sourceFile: String?
+    var compressed: Bool?
+
+    init(identifier: UUID, kind: Kind, method: String, url: String, headers: [String: String]) {
+        self.identifier = identifier
+        self.kind = kind
+        self.method = method
+        self.url = url
+        self.headers = headers
+    }
+}
+
+/// A background session's task journal: one JSON file per unfinished task in `tasks/` under
+/// the session's directory.
+///
+/// Each write is crash-safe: the record goes to a temporary file, which is `fsync`ed, renamed
+/// over the task's file, and the directory `fsync`ed, so a reader after a crash (or `SIGKILL`)
+/// sees the previous record or the new one, never a torn one. Writes run in order on one
+/// serial queue, off the driver thread and off Swift's cooperative pool; `save` and `remove`
+/// wait for theirs, `update` (from the driver thread, when a response head arrives) does not.
+final class BackgroundJournal: Sendable {
+    let directory: URL
+    private let queue = DispatchQueue(label: "courier.background-journal")
+    /// The records written so far, so that `update` can change one field. Guarded by its lock.
+    private let records = Locked([UUID: BackgroundRecord]())
+
+    init(directory: URL) {
+        self.directory = directory
+    }
+
+    /// Writes `record` and waits until it is on disk.
+    func save(_ record: BackgroundRecord) async throws(CourierError) {
+        records.withLock { $0[record.identifier] = record }
+        let result: Result<Void, CourierError> = await withCheckedContinuation { continuation in
+            queue.async {
+                continuation.resume(returning: Result { () throws(CourierError) in try self.write(record) })
+            }
+        }
+        try result.get()
+    }
+
+    /// Changes a record already saved and writes it, without waiting (best effort: if the
+    /// process dies first, the older record is still valid).
+    func update(_ identifier: UUID, _ change: @escaping @Sendable (inout BackgroundRecord) -> Void) {
+        queue.async {
+            let record = self.records.withLock { records -> BackgroundRecord? in
+                guard var record = records[identifier] else { return nil }
+                change(&record)
+                records[identifier] = record
+                return record
+            }
+            if let record { try? self.write(record) }
+        }
+    }
+
+    /// Forgets a task: its file goes (in order after any pending write of it), durably, before
+    /// this returns. A finished task is reported only after that: a process that ends right
+    /// after a completion must not leave the task for the next one to run again.
+    func remove(_ identifier: UUID) async {
+        records.withLock { $0[identifier] = nil }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            queue.async {
+                unlink(self.file(for: identifier).path)
+                Self.syncDirectory(self.directory)
+                continuation.resume()
+            }
+        }
+    }
+
+    /// The records on disk, oldest first. A file that cannot be decoded is removed: its task
+    /// cannot be carried on, and leaving it would fail every later restore the same way.
+    func load() -> [BackgroundRecord] {
+        queue.sync {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+            var loaded: [(BackgroundRecord, Date)] = []
+            for name in names where name.hasSuffix(".json") && !name.hasPrefix(".") {
+                let url = directory.appendingPathComponent(name)
+                guard let data = try? Data(contentsOf: url),
+                    let record = try? JSONDecoder().decode(BackgroundRecord.self, from: data),
+                    name == "\(record.identifier.uuidString).json"
+                else {
+                    unlink(url.path)
+                    continue
+                }
+                let created =
+                    (try? FileManager.default.attributesOfItem(atPath: url.path)[.modificationDate] as? Date)
+                    ?? .distantPast
+                loaded.append((record, created))
+            }
+            let sorted = loaded.sorted { $0.1 < $1.1 }.map(\.0)
+            records.withLock { records in
+                for record in sorted { records[record.identifier] = record }
+            }
+            return sorted
+        }
+    }
+
+    // MARK: Files (journal queue)
+
+    private func file(for identifier: UUID) -> URL {
+        directory.appendingPathComponent("\(identifier.uuidString).json")
+    }
+
+    /// Write, fsync, rename, fsync the directory.
+    private func write(_ record: BackgroundRecord) throws(CourierError) {
+        let target = file(for: record.identifier)
+        let temporary = directory.appendingPathComponent(".\(record.identifier.uuidString).tmp")
+        let data: Data
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            data = try JSONEncoder().encode(record)
+        } catch {
+            throw .fileSystem(.init(url: directory, message: "Cannot journal a background task: \(error)"))
+        }
+        let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw Self.failure("open", temporary) }
+        let written = data.withUnsafeBytes { bytes in Foundation.write(descriptor, bytes.baseAddress, bytes.count) }
+        let synced = fsync(descriptor)
+        close(descriptor)
+        guard written == data.count, synced == 0 else {
+            unlink(temporary.path)
+            throw Self.failure("write", temporary)
+        }
+        guard rename(temporary.path, target.path) == 0 else {
+            unlink(temporary.path)
+            throw Self.failure("rename", target)
+        }
+        Self.syncDirectory(directory)
+    }
+
+    /// Makes a rename or unlink in `directory` durable.
+    private static func syncDirectory(_ directory: URL) {
+        let descriptor = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        fsync(descriptor)
+        close(descriptor)
+    }
+
+    private static func failure(_ operation: String, _ url: URL) -> CourierError {
+        .fileSystem(
+            .init(
+                url: url,
+                message:
+                    "Cannot journal a background task (\(operation) \(url.path)): \(String(cString: strerror(errno)))"
+            ))
+    }
+}

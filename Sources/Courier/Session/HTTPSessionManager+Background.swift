@@ -1,0 +1,105 @@
+import Foundation
+import HTTPTypes
+
+extension HTTPSessionManager {
+    /// The ends of this session's background tasks (downloads and uploads from files), whether
+    /// started in this process or restored by ``restoredTasks()``. Each access gives a new
+    /// stream of the events from then on; every stream ends when the session does. A session
+    /// that is not a background one has no such tasks: its streams stay empty.
+    public nonisolated var events: AsyncStream<SessionEvent> {
+        guard let background else {
+            return AsyncStream { $0.finish() }
+        }
+        return background.events.stream()
+    }
+
+    /// The tasks that an earlier process left unfinished in this background session, carried
+    /// on now: downloads resume with `Range` and `If-Range` from their partial files (or start
+    /// over when the server sent no validator), uploads from files start again.
+    ///
+    /// The first call restores; later calls return the same tasks. Tasks made in this process
+    /// are not among them. Throws `sessionIdentifierInUse` when another live session (in this
+    /// process or another) holds the identifier. Returns nothing for a default or ephemeral
+    /// session.
+    public nonisolated func restoredTasks() async throws -> [BackgroundTask] {
+        guard let background else { return [] }
+        try background.checkIdentifier()
+        let task = background.restoration.withLock { restoration in
+            if let restoration { return restoration }
+            let task = Task { await self.restore(background.journal.load()) }
+            restoration = task
+            return task
+        }
+        return await task.value
+    }
+
+    /// A task for each journal record.
+    private nonisolated func restore(_ records: [BackgroundRecord]) async -> [BackgroundTask] {
+        var tasks: [BackgroundTask] = []
+        for record in records {
+            if let task = restore(record) {
+                tasks.append(task)
+            } else {
+                await background?.journal.remove(record.identifier)  // nothing to carry on
+            }
+        }
+        return tasks
+    }
+
+    /// A task carrying on `record`; nil when the record cannot be carried on.
+    private nonisolated func restore(_ record: BackgroundRecord) -> BackgroundTask? {
+        switch record.kind {
+        case .download:
+            guard
+                let destination = record.destination.map({ DownloadDestination.file(URL(fileURLWithPath: $0)) })
+                    ?? record.destinationDirectory.map({ DownloadDestination.directory(URL(fileURLWithPath: $0)) })
+            else { return nil }
+            let options = DownloadOptions(rawValue: record.options ?? 0)
+            if let resume = Self.resumeData(for: record) {
+                return .download(
+                    downloadTask(
+                        resumingFrom: resume, destination: destination, options: options, identifier: record.identifier
+                    ))
+            }
+            // No partial bytes, or no validator to prove they belong to the same resource:
+            // start over.
+            if let partial = record.partialFile { unlink(partial) }
+            return .download(
+                makeDownloadTask(
+                    Call(method: .get, path: record.url, headers: record.headers), destination: destination,
+                    options: options, resume: nil, identifier: record.identifier))
+        case .upload:
+            guard let source = record.sourceFile else { return nil }
+            return .upload(
+                makeUploadTask(
+                    HTTPRequest.Method(record.method) ?? .post, record.url, body: .file(URL(fileURLWithPath: source)),
+                    headers: record.headers, compressed: record.compressed ?? false,
+                    serializer: DataResponseSerializer(), identifier: record.identifier))
+        }
+    }
+
+    /// How to resume a journaled download: the partial file's bytes on disk (what the killed
+    /// process wrote) and the validator. Nil when either is missing.
+    private nonisolated static func resumeData(for record: BackgroundRecord) -> ResumeData? {
+        guard let partialPath = record.partialFile, let validator = record.validator,
+            let url = URL(string: record.url),
+            let size = (try? FileManager.default.attributesOfItem(atPath: partialPath))?[.size] as? Int64, size > 0
+        else { return nil }
+        return ResumeData(
+            url: url, partialFile: URL(fileURLWithPath: partialPath), bytesWritten: size, validator: validator,
+            headers: record.headers)
+    }
+
+    /// Journals a background task before it is sent; `cancel()` on the session
+    /// (`invalidateAndCancel()`) reaches it through `control`.
+    nonisolated func beginBackgroundTask(
+        _ record: BackgroundRecord, in background: BackgroundSession, control: TaskControl
+    ) async throws(CourierError) {
+        try await background.begin(record) { control.cancel() }
+    }
+
+    /// The absolute URL a call would be sent to (before `adapt(_:)`), for the journal.
+    nonisolated func urlString(of call: Call) throws(CourierError) -> String {
+        try RequestBuilding.urlString(of: prepare(call).head)
+    }
+}

@@ -1,0 +1,138 @@
+// A child process for the tests that need one: a new process to restore a background session
+// in, a process to kill with SIGKILL part way, an environment (HOME, XDG_CACHE_HOME) of the
+// test's choosing. Built on the public API only. Prints one line per event on stdout; exits 1
+// with a message on stderr when something goes wrong.
+//
+//   CourierTestHelper ephemeral HTTPBIN_URL
+//   CourierTestHelper cookies-set HTTPBIN_URL          (default session, storage from XDG_CACHE_HOME)
+//   CourierTestHelper cookies-echo HTTPBIN_URL
+//   CourierTestHelper background-download IDENTIFIER URL DESTINATION BYTES_PER_SECOND [PAUSE_AT]
+//   CourierTestHelper background-upload IDENTIFIER URL FILE BYTES_PER_SECOND [PAUSE_AT]
+//
+// With PAUSE_AT, a transfer suspends itself once that many bytes have gone through and says
+// `paused <bytes>`: the test then kills the process part way, however late it gets to it.
+//   CourierTestHelper background-restore IDENTIFIER
+//   CourierTestHelper background-claim IDENTIFIER
+import Courier
+import Foundation
+
+/// Writes one line to stdout at once (a pipe would buffer `print`).
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("CourierTestHelper: \(message)\n".utf8))
+    exit(1)
+}
+
+func expect(_ condition: Bool, _ message: String) {
+    if !condition { fail(message) }
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard let command = arguments.first else { fail("no command") }
+
+do {
+    switch command {
+    case "ephemeral":
+        // Cookies (session and persistent), cacheable responses and credentials, in memory only.
+        let api = HTTPSessionManager(baseURL: URL(string: arguments[1])!, configuration: .ephemeral)
+        _ = try await api.GET("cookies/set", parameters: ["flavour": "oat"])
+        _ = try await api.GET(
+            "response-headers", parameters: ["Set-Cookie": "lasting=yes; Max-Age=3600"],
+            serializer: DataResponseSerializer())
+        let cookies: JSON = try await api.GET("cookies")
+        expect(cookies["cookies"] == ["flavour": "oat", "lasting": "yes"], "cookies: \(cookies)")
+        _ = try await api.request(.get, "cache/60", serializer: DataResponseSerializer())
+        let cached = try await api.request(.get, "cache/60", serializer: DataResponseSerializer())
+        expect(cached.source == .cache, "the second /cache/60 came from \(cached.source)")
+        guard let space = ProtectionSpace(url: URL(string: arguments[1])!) else { fail("no protection space") }
+        api.credentials.set(Credential(user: "ada", password: "secret"), for: space)
+        let basic = try await api.request(.get, "basic-auth/ada/secret", serializer: DataResponseSerializer())
+        expect(basic.status == .ok, "basic-auth: \(basic.status)")
+        let digest = try await api.request(.get, "digest-auth/auth/ada/secret", serializer: DataResponseSerializer())
+        expect(digest.status == .ok, "digest-auth: \(digest.status)")
+        say("ok")
+
+    case "cookies-set":
+        let api = HTTPSessionManager(baseURL: URL(string: arguments[1])!, configuration: .default)
+        _ = try await api.GET(
+            "response-headers", parameters: ["Set-Cookie": "kept=1; Max-Age=3600; Path=/"],
+            serializer: DataResponseSerializer())
+        _ = try await api.GET("cookies/set", parameters: ["gone": "1"])
+        say("set")
+
+    case "cookies-echo":
+        let api = HTTPSessionManager(baseURL: URL(string: arguments[1])!, configuration: .default)
+        let echo: JSON = try await api.GET("cookies")
+        say(String(decoding: try JSONEncoder().encode(echo["cookies"]), as: UTF8.self))
+
+    case "background-download":
+        let api = HTTPSessionManager(configuration: .background(identifier: arguments[1]))
+        let task = api.downloadTask(arguments[2], to: URL(fileURLWithPath: arguments[3]))
+        task.setMaximumBytesPerSecond(Int64(arguments[4])!)
+        say("started \(task.identifier)")
+        for await progress in task.downloadProgress {
+            say("progress \(progress.completedBytes)")
+            if let pauseAt = arguments.dropFirst(5).first.flatMap(Int64.init), progress.completedBytes >= pauseAt {
+                task.suspend()
+                say("paused \(progress.completedBytes)")
+            }
+        }
+        say("done \(try await task.value.path)")
+
+    case "background-upload":
+        let api = HTTPSessionManager(configuration: .background(identifier: arguments[1]))
+        let task = api.uploadTask(
+            .put, arguments[2], fromFile: URL(fileURLWithPath: arguments[3]), serializer: DataResponseSerializer())
+        task.setMaximumBytesPerSecond(Int64(arguments[4])!)
+        say("started \(task.identifier)")
+        for await progress in task.uploadProgress {
+            say("progress \(progress.completedBytes)")
+            if let pauseAt = arguments.dropFirst(5).first.flatMap(Int64.init), progress.completedBytes >= pauseAt {
+                task.suspend()
+                say("paused \(progress.completedBytes)")
+            }
+        }
+        say("uploaded \(String(decoding: try await task.value, as: UTF8.self))")
+
+    case "background-restore":
+        // Every restored task to its end, then one event per task.
+        let api = HTTPSessionManager(configuration: .background(identifier: arguments[1]))
+        let events = api.events
+        let tasks = try await api.restoredTasks()
+        say("restored \(tasks.map(\.identifier.uuidString).joined(separator: ","))")
+        for task in tasks {
+            switch task {
+            case .download(let download):
+                say("done \(task.identifier) \(try await download.value.path)")
+            case .upload(let upload):
+                say("uploaded \(task.identifier) \(String(decoding: try await upload.value, as: UTF8.self))")
+            }
+        }
+        var iterator = events.makeAsyncIterator()
+        for _ in tasks {
+            guard let event = await iterator.next() else { fail("the events ended early") }
+            switch event.outcome {
+            case .downloaded, .uploaded: say("event \(event.taskIdentifier)")
+            case .failed(let error): fail("event \(event.taskIdentifier): \(error)")
+            }
+        }
+        expect(try await api.restoredTasks().map(\.identifier) == tasks.map(\.identifier), "a second restore differs")
+
+    case "background-claim":
+        let api = HTTPSessionManager(configuration: .background(identifier: arguments[1]))
+        do {
+            _ = try await api.restoredTasks()
+            say("claimed")
+        } catch CourierError.sessionIdentifierInUse(let context) {
+            say("in-use \(context.message)")
+        }
+
+    default:
+        fail("unknown command \(command)")
+    }
+} catch {
+    fail("\(error)")
+}
