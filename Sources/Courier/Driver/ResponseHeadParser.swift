@@ -77,38 +77,51 @@ struct ResponseHeadParser: Sendable {
         return HTTPResponse.Status(code: statusCode, reasonPhrase: reason)
     }
 
-    /// The trimmed value of the last field named `canonicalName` (lower case), if any.
+    /// The trimmed value of the last field named `canonicalName` (lower case), if any: one
+    /// scan of the recorded lines, one `String`.
     func lastValue(of canonicalName: String) -> String? {
-        values(of: canonicalName).last
+        var last: Range<Int>?
+        forEachValue(of: canonicalName) { last = $0 }
+        return last.map(string(in:))
     }
 
     /// The trimmed values of every field named `canonicalName` (lower case), in order.
     func values(of canonicalName: String) -> [String] {
-        let name = Array(canonicalName.utf8)
-        return lines.withUnsafeBytes { bytes -> [String] in
-            var found: [String] = []
-            var start = reasonLength + 1
-            while start < bytes.count {
-                let end = bytes[start...].firstIndex(of: 0x0A) ?? bytes.count
-                let line = UnsafeRawBufferPointer(rebasing: bytes[start..<end])
-                if line.count > name.count, line[name.count] == UInt8(ascii: ":"),
-                    name.indices.allSatisfy({ line[$0] | 0x20 == name[$0] | 0x20 })
-                {
-                    var valueStart = name.count + 1
-                    var valueEnd = line.count
-                    while valueStart < valueEnd, line[valueStart] == 0x20 || line[valueStart] == 0x09 {
-                        valueStart += 1
+        var found: [String] = []
+        forEachValue(of: canonicalName) { found.append(string(in: $0)) }
+        return found
+    }
+
+    /// Calls `body` with where, in `lines`, the trimmed value of each field named
+    /// `canonicalName` is (names compared case-insensitively).
+    private func forEachValue(of canonicalName: String, _ body: (Range<Int>) -> Void) {
+        var canonicalName = canonicalName
+        canonicalName.withUTF8 { name in
+            lines.withUnsafeBytes { bytes in
+                var start = reasonLength + 1
+                while start < bytes.count {
+                    let end = bytes[start...].firstIndex(of: 0x0A) ?? bytes.count
+                    if end - start > name.count, bytes[start + name.count] == UInt8(ascii: ":"),
+                        name.indices.allSatisfy({ bytes[start + $0] | 0x20 == name[$0] | 0x20 })
+                    {
+                        var valueStart = start + name.count + 1
+                        var valueEnd = end
+                        while valueStart < valueEnd, bytes[valueStart] == 0x20 || bytes[valueStart] == 0x09 {
+                            valueStart += 1
+                        }
+                        while valueEnd > valueStart, bytes[valueEnd - 1] == 0x20 || bytes[valueEnd - 1] == 0x09 {
+                            valueEnd -= 1
+                        }
+                        body(valueStart..<valueEnd)
                     }
-                    while valueEnd > valueStart, line[valueEnd - 1] == 0x20 || line[valueEnd - 1] == 0x09 {
-                        valueEnd -= 1
-                    }
-                    found.append(
-                        String(decoding: UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]), as: UTF8.self))
+                    start = end + 1
                 }
-                start = end + 1
             }
-            return found
         }
+    }
+
+    private func string(in range: Range<Int>) -> String {
+        lines.withUnsafeBytes { String(decoding: UnsafeRawBufferPointer(rebasing: $0[range]), as: UTF8.self) }
     }
 
     /// The response head: status, reason phrase and fields. Invalid field names are skipped,

@@ -128,6 +128,9 @@ struct CacheLookup: Sendable {
     private let request: HTTPRequest
     private let lifetime: Duration?
     private var entry: CachedResponse?
+    /// Whether the cache may hold a response for `key` (it was not looked at, or it had one):
+    /// only then does a `no-store` answer need to take the lock and remove it.
+    private var mayHoldStored = false
 
     init(
         manager: HTTPSessionManager, call: HTTPSessionManager.Call, request: HTTPRequest, urlString: String,
@@ -141,11 +144,17 @@ struct CacheLookup: Sendable {
         key = HTTPCache.key(method: request.method, url: urlString)
         self.request = request
         lifetime = call.options.cacheLifetime
-        if let cache, policy != .reloadIgnoringCacheData, let stored = cache.entry(for: key),
-            stored.matchesVary(request)
-        {
-            entry = stored
-            if requestControl.noCache { entry?.lifetimeOverride = 0 }  // the request insists on validation
+        guard let cache else { return }
+        guard policy != .reloadIgnoringCacheData else {
+            mayHoldStored = true
+            return
+        }
+        if let stored = cache.entry(for: key) {
+            mayHoldStored = true
+            if stored.matchesVary(request) {
+                entry = stored
+                if requestControl.noCache { entry?.lifetimeOverride = 0 }  // the request insists on validation
+            }
         }
     }
 
@@ -212,18 +221,21 @@ struct CacheLookup: Sendable {
             answer.metrics = response.metrics
             return answer
         }
-        let control = CacheControl(response.response.headerFields[values: .cacheControl])
-        let varyAll = CacheControl.varyNames(response.response.headerFields).contains("*")
+        // Decided from the status and a few fields read from the recorded head: the whole
+        // `HTTPResponse` is built only for a response that is stored (this runs for every GET).
+        guard CachedResponse.storableStatuses.contains(response.status.code) else { return response }
+        let head = response.head
+        let control = CacheControl(head.values(of: .cacheControl))
+        if control.noStore {
+            if mayHoldStored { cache.remove(key) }  // an older stored answer goes too
+            return response
+        }
+        let varyAll = CacheControl.varyNames(head.values(of: .vary)).contains("*")
         let authorized = request.headerFields[.authorization] != nil
-        let cacheableStatus = [200, 203, 204, 300, 301, 404, 405, 410, 414, 501].contains(response.status.code)
-        let fields = response.response.headerFields
         let hasFreshnessOrValidator =
-            control.maxAge != nil || fields[.expires] != nil || fields[.eTag] != nil || fields[.lastModified] != nil
-            || lifetime != nil
-        guard cacheableStatus, !control.noStore, !varyAll, !authorized || control.isPublic || control.mustRevalidate,
-            hasFreshnessOrValidator
-        else {
-            if control.noStore { cache.remove(key) }
+            control.maxAge != nil || lifetime != nil || head.lastValue(of: .expires) != nil
+            || head.lastValue(of: .eTag) != nil || head.lastValue(of: .lastModified) != nil
+        guard !varyAll, !authorized || control.isPublic || control.mustRevalidate, hasFreshnessOrValidator else {
             return response
         }
         cache.store(

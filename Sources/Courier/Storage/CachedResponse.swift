@@ -11,6 +11,10 @@ struct CachedResponse: Codable, Sendable {
     var body: Data
     var requestTime: Date
     var responseTime: Date
+
+    /// The statuses a response may be stored with (RFC 9110 section 15.1, heuristically
+    /// cacheable ones).
+    static let storableStatuses: Set<Int> = [200, 203, 204, 300, 301, 404, 405, 410, 414, 501]
     /// The request's values of the headers `Vary` lists (lower-case names; nil when absent).
     var varying: [String: String?]
     var lifetimeOverride: Double?
@@ -27,7 +31,7 @@ struct CachedResponse: Codable, Sendable {
         self.requestTime = requestTime
         self.responseTime = responseTime
         varying = [:]
-        for name in CacheControl.varyNames(response.headerFields) {
+        for name in CacheControl.varyNames(response.headerFields[values: .vary]) {
             varying[name] = HTTPField.Name(name).flatMap { request.headerFields[$0] }
         }
         self.lifetimeOverride = lifetimeOverride.map {
@@ -112,28 +116,45 @@ struct CacheControl {
     var mustRevalidate = false
     var isPublic = false
 
+    /// Parses the values of `Cache-Control` fields. Every response of a session with a cache
+    /// goes through here, so it walks the text by index, without intermediate arrays or
+    /// Foundation's trimming.
     init(_ values: [String]) {
-        for directive in values.flatMap({ $0.split(separator: ",") }) {
-            let parts = directive.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-            switch parts[0].lowercased() {
-            case "max-age":
-                maxAge =
-                    parts.count == 2
-                    ? TimeInterval(parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))) : nil
-            case "no-store": noStore = true
-            case "no-cache": noCache = true
-            case "must-revalidate", "proxy-revalidate": mustRevalidate = true
-            case "public", "s-maxage": isPublic = true
-            default: break
+        for value in values {
+            var rest = value[...]
+            while !rest.isEmpty {
+                let comma = rest.firstIndex(of: ",") ?? rest.endIndex
+                let directive = rest[..<comma]
+                rest = comma < rest.endIndex ? rest[rest.index(after: comma)...] : ""
+                let equals = directive.firstIndex(of: "=")
+                let name = Self.trimmed(directive[..<(equals ?? directive.endIndex)])
+                switch name.lowercased() {
+                case "max-age":
+                    maxAge = equals.flatMap {
+                        TimeInterval(Self.trimmed(directive[directive.index(after: $0)...], also: "\""))
+                    }
+                case "no-store": noStore = true
+                case "no-cache": noCache = true
+                case "must-revalidate", "proxy-revalidate": mustRevalidate = true
+                case "public", "s-maxage": isPublic = true
+                default: break
+                }
             }
         }
     }
 
-    /// The lower-cased field names a response's `Vary` lists.
-    static func varyNames(_ fields: HTTPFields) -> [String] {
-        fields[values: .vary].flatMap { $0.split(separator: ",") }.map {
-            $0.trimmingCharacters(in: .whitespaces).lowercased()
-        }.filter { !$0.isEmpty }
+    /// `text` without leading and trailing spaces, tabs (and `extra`).
+    private static func trimmed(_ text: Substring, also extra: Character? = nil) -> Substring {
+        let isTrimmed: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == extra }
+        guard let first = text.firstIndex(where: { !isTrimmed($0) }),
+            let last = text.lastIndex(where: { !isTrimmed($0) })
+        else { return "" }
+        return text[first...last]
+    }
+
+    /// The lower-cased field names that `Vary` values list.
+    static func varyNames(_ values: [String]) -> [String] {
+        values.flatMap { $0.split(separator: ",") }.map { trimmed($0).lowercased() }.filter { !$0.isEmpty }
     }
 }
 

@@ -47,4 +47,14 @@ final class ResponseHead: Sendable {
             }
         }
     }
+
+    /// Every value of the field `name`, in order, without parsing the other fields.
+    func values(of name: HTTPField.Name) -> [String] {
+        state.withLock { state in
+            switch state {
+            case .parsed(let response): response.headerFields[values: name]
+            case .recorded(let recorded): recorded.values(of: name.canonicalName)
+            }
+        }
+    }
 }
