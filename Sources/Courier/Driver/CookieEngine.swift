@@ -7,14 +7,16 @@ import Foundation
 /// `curl_share_setopt(3)` asks, though every user is on the driver thread today).
 ///
 /// A default session keeps cookies that have an expiry in `cookies.txt` under its storage
-/// directory (the Netscape format libcurl reads), rewritten atomically whenever responses set
-/// cookies and when the session ends; session cookies are never written. An unreadable or
+/// directory (the Netscape format libcurl reads), rewritten atomically whenever responses or
+/// the `CookieStore` change them; session cookies are never written. An unreadable or
 /// corrupt file is ignored line by line.
 final class CookieEngine {
     let share: UnsafeMutableRawPointer
     private let utility: UnsafeMutableRawPointer
     private let locks: UnsafeMutablePointer<pthread_mutex_t>
     private let jar: URL?
+    /// The jar's text as this engine last wrote (or read) it.
+    private var lastWritten: String?
     private let policy: CookieAcceptPolicy
 
     static let lockCount = Int(CURL_LOCK_DATA_LAST.rawValue)
@@ -35,9 +37,10 @@ final class CookieEngine {
         load()
     }
 
-    /// Releases the handles (after every easy handle has left the share).
+    /// Releases the handles (after every easy handle has left the share). Every change was
+    /// written when it happened; writing again here could replace a newer jar that another
+    /// session wrote since.
     func close() {
-        persist()
         curl_easy_cleanup(utility)
         curl_share_cleanup(share)
         for index in 0..<Self.lockCount { pthread_mutex_destroy(locks + index) }
@@ -91,7 +94,6 @@ final class CookieEngine {
 
     func removeAll() {
         courier_easy_setopt_string(utility, CURLOPT_COOKIELIST, "ALL")
-        persist()
     }
 
     // MARK: After a response
@@ -124,19 +126,27 @@ final class CookieEngine {
         }
     }
 
-    /// Writes the persistent cookies: to a temporary file, then renamed over the jar.
+    /// Writes the persistent cookies when they changed since the last write: to a temporary
+    /// file, renamed over the jar. On the driver thread, so that a response's cookies are on
+    /// disk before its caller hears of it (a program may exit right after); a page-cache write
+    /// of a few kilobytes, and only when persistent cookies changed.
     func persist() {
         guard let jar else { return }
         let lines = all.filter { !$0.isSessionCookie }.map(\.netscapeLine)
         let text = "# Netscape HTTP Cookie File, written by Courier\n" + lines.map { $0 + "\n" }.joined()
+        guard text != lastWritten else { return }
         do {
             try FileManager.default.createDirectory(
                 at: jar.deletingLastPathComponent(), withIntermediateDirectories: true)
             let temporary = jar.deletingLastPathComponent().appendingPathComponent(".cookies.\(getpid()).tmp")
             try Data(text.utf8).write(to: temporary)
-            if rename(temporary.path, jar.path) != 0 { unlink(temporary.path) }
+            if rename(temporary.path, jar.path) == 0 {
+                lastWritten = text
+            } else {
+                unlink(temporary.path)
+            }
         } catch {
-            // Best effort: cookies stay in memory; the next change tries again.
+            // Best effort: the cookies stay in memory; the next change writes them again.
         }
     }
 }

@@ -34,32 +34,32 @@ public struct CookieStore: Sendable {
         await all().filter { $0.matches(url) }
     }
 
+    /// Runs a change on the driver thread, and writes the jar file (of a default session).
+    private func change(_ work: @escaping @Sendable (CookieEngine) -> Void) async {
+        await onDriver(
+            { engine in
+                work(engine)
+                engine.persist()
+            }, otherwise: ())
+    }
+
     /// Adds (or replaces) a cookie.
     public func set(_ cookie: Cookie) async {
-        await onDriver(
-            {
-                $0.add(cookie); $0.persist()
-            }, otherwise: ())
+        await change { $0.add(cookie) }
     }
 
     /// Stores cookies from a `Set-Cookie` header value as if `url` had sent it.
     public func set(setCookieHeader value: String, for url: URL) async {
-        await onDriver(
-            {
-                $0.add(setCookie: value, for: url); $0.persist()
-            }, otherwise: ())
+        await change { $0.add(setCookie: value, for: url) }
     }
 
     /// Removes a cookie (matched by name, domain and path).
     public func remove(_ cookie: Cookie) async {
-        await onDriver(
-            {
-                $0.remove(cookie); $0.persist()
-            }, otherwise: ())
+        await change { $0.remove(cookie) }
     }
 
     /// Removes every cookie, from memory and from the jar file.
     public func removeAll() async {
-        await onDriver({ $0.removeAll() }, otherwise: ())
+        await change { $0.removeAll() }
     }
 }
