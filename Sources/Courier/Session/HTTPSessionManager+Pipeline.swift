@@ -43,7 +43,8 @@ extension HTTPSessionManager {
             transfer.start()
             return RawResponse(try await transfer.value())
         }
-        let requestTime = Date()
+        // The clock is read only when the cache will use the time (RFC 9111 age calculation).
+        let requestTime = cacheLookup.usesCache ? Date() : .distantPast
         var raw: RawResponse
         do {
             raw = try await send(authentication, cacheLookup.revalidates)
@@ -211,11 +212,13 @@ struct CacheLookup: Sendable {
 
     /// After the load: a 304 refreshes and returns the stored response; a storable response
     /// is stored (replacing an older one); anything else passes through.
+    /// Whether the response will go through the cache (and needs the request's time).
+    var usesCache: Bool { cache != nil }
+
     mutating func absorb(_ response: RawResponse, requestTime: Date) -> RawResponse {
         guard let cache else { return response }
-        let now = Date()
         if response.status.code == 304, revalidates, var entry {
-            entry.update(with: response.response, requestTime: requestTime, responseTime: now)
+            entry.update(with: response.response, requestTime: requestTime, responseTime: Date())
             cache.store(entry)
             var answer = raw(from: entry, source: .revalidatedCache)
             answer.metrics = response.metrics
@@ -241,7 +244,7 @@ struct CacheLookup: Sendable {
         cache.store(
             CachedResponse(
                 key: key, response: response.response, body: response.data, request: request, requestTime: requestTime,
-                responseTime: now, lifetimeOverride: lifetime))
+                responseTime: Date(), lifetimeOverride: lifetime))
         return response
     }
 
