@@ -16,9 +16,9 @@ extension HTTPSessionManager {
         _ method: HTTPRequest.Method, _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
         options: RequestOptions = RequestOptions(), serializer: Serializer
     ) async throws -> DataResponse<Serializer.Value> {
-        var call = Call(method: method, path: path, parameters: parameters, headers: headers, body: nil)
-        call.options = options
-        return try await perform(call, serializer: serializer)
+        try await perform(
+            Call(method: method, path: path, parameters: parameters, headers: headers, options: options),
+            serializer: serializer)
     }
 
     /// Sends a request with a raw body (no parameter encoding) and returns the whole response.
@@ -26,9 +26,9 @@ extension HTTPSessionManager {
         _ method: HTTPRequest.Method, _ path: String, body: Data, headers: [String: String] = [:],
         options: RequestOptions = RequestOptions(), serializer: Serializer
     ) async throws -> DataResponse<Serializer.Value> {
-        var call = Call(method: method, path: path, headers: headers, body: RequestBody(.data(body)))
-        call.options = options
-        return try await perform(call, serializer: serializer)
+        try await perform(
+            Call(method: method, path: path, headers: headers, body: RequestBody(.data(body)), options: options),
+            serializer: serializer)
     }
 
     /// Starts a data task: the response collected in memory, serialized by the manager's
@@ -46,9 +46,7 @@ extension HTTPSessionManager {
         _ method: HTTPRequest.Method, _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
         options: RequestOptions = RequestOptions(), serializer: Serializer
     ) -> DataTask<Serializer.Value> {
-        var mutableCall = Call(method: method, path: path, parameters: parameters, headers: headers)
-        mutableCall.options = options
-        let call = mutableCall
+        let call = Call(method: method, path: path, parameters: parameters, headers: headers, options: options)
         return DataTask(control: TaskControl()) { control in
             do {
                 return try await self.perform(

@@ -219,11 +219,12 @@ open class HTTPSessionManager {
         /// Downloads, streams and large uploads: larger libcurl buffers.
         var usesLargeBuffers = false
         var maximumBytesPerSecond: Int64?
-        var options = RequestOptions()
+        /// The call's own cookie, cache and credential choices.
+        var options: RequestOptions
 
         init(
             method: HTTPRequest.Method, path: String, parameters: JSON? = nil, headers: [String: String] = [:],
-            body: RequestBody? = nil, contentType: String? = nil
+            body: RequestBody? = nil, contentType: String? = nil, options: RequestOptions = RequestOptions()
         ) {
             self.method = method
             self.path = path
@@ -231,6 +232,7 @@ open class HTTPSessionManager {
             self.headers = headers
             self.body = body
             self.contentType = contentType
+            self.options = options
         }
     }
 

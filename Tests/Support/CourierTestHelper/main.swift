@@ -31,6 +31,19 @@ func expect(_ condition: Bool, _ message: String) {
 }
 
 let arguments = Array(CommandLine.arguments.dropFirst())
+
+/// Says each progress value; with a PAUSE_AT argument (the sixth), suspends the transfer once
+/// that many bytes went through and says `paused <bytes>`.
+func report(_ progress: AsyncStream<TransferProgress>, suspend: () -> Void) async {
+    let pauseAt = arguments.dropFirst(5).first.flatMap(Int64.init)
+    for await value in progress {
+        say("progress \(value.completedBytes)")
+        if let pauseAt, value.completedBytes >= pauseAt {
+            suspend()
+            say("paused \(value.completedBytes)")
+        }
+    }
+}
 guard let command = arguments.first else { fail("no command") }
 
 do {
@@ -73,13 +86,7 @@ do {
         let task = api.downloadTask(arguments[2], to: URL(fileURLWithPath: arguments[3]))
         task.setMaximumBytesPerSecond(Int64(arguments[4])!)
         say("started \(task.identifier)")
-        for await progress in task.downloadProgress {
-            say("progress \(progress.completedBytes)")
-            if let pauseAt = arguments.dropFirst(5).first.flatMap(Int64.init), progress.completedBytes >= pauseAt {
-                task.suspend()
-                say("paused \(progress.completedBytes)")
-            }
-        }
+        await report(task.downloadProgress, suspend: task.suspend)
         say("done \(try await task.value.path)")
 
     case "background-upload":
@@ -88,13 +95,7 @@ do {
             .put, arguments[2], fromFile: URL(fileURLWithPath: arguments[3]), serializer: DataResponseSerializer())
         task.setMaximumBytesPerSecond(Int64(arguments[4])!)
         say("started \(task.identifier)")
-        for await progress in task.uploadProgress {
-            say("progress \(progress.completedBytes)")
-            if let pauseAt = arguments.dropFirst(5).first.flatMap(Int64.init), progress.completedBytes >= pauseAt {
-                task.suspend()
-                say("paused \(progress.completedBytes)")
-            }
-        }
+        await report(task.uploadProgress, suspend: task.suspend)
         say("uploaded \(String(decoding: try await task.value, as: UTF8.self))")
 
     case "background-restore":
