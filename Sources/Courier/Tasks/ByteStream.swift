@@ -109,12 +109,20 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
             if errorBody.collected.count < 1 << 20 { _ = errorBody.write(bytes) }
             return .accepted
         }
-        let (finished, buffered) = state.withLock { ($0.finished, $0.buffered) }
-        if finished { return .accepted }  // the consumer is gone; drop the bytes
-        guard buffered + pending.count < Self.capacity else {
-            state.withLock { $0.paused = true }
-            return .pause
+        // Deciding to pause and saying so is one step under the lock: were they two, the
+        // consumer could empty the queue in between and start waiting without seeing the
+        // pause, and neither side would go on again (a transfer paused with nothing pending to
+        // hand over; seen as a hang with a 512 KiB capacity).
+        let pendingCount = pending.count
+        let decision = state.withLock { state -> SinkWrite? in
+            if state.finished { return .accepted }  // the consumer is gone; drop the bytes
+            guard state.buffered + pendingCount < Self.capacity else {
+                state.paused = true
+                return .pause
+            }
+            return nil
         }
+        if let decision { return decision }
         pending.append(bytes)
         return .accepted
     }
