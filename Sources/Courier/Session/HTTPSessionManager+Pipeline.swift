@@ -137,14 +137,19 @@ struct CacheLookup: Sendable {
         manager: HTTPSessionManager, call: HTTPSessionManager.Call, request: HTTPRequest, urlString: String,
         body: RequestBody?, sink: ResponseSink?
     ) {
-        let requestControl = CacheControl(request.headerFields[values: .cacheControl])
-        // Only GETs of data tasks, without `Cache-Control: no-store` in the request.
-        let usable = sink == nil && body == nil && request.method == .get && !requestControl.noStore
-        cache = usable ? manager.cache : nil
         policy = call.options.cachePolicy ?? manager.configuration.cachePolicy
-        key = HTTPCache.key(method: request.method, url: urlString)
         self.request = request
         lifetime = call.options.cacheLifetime
+        // Only GETs of data tasks, without `Cache-Control: no-store` in the request; anything
+        // else (and any session without a cache) pays for nothing more here.
+        guard let sessionCache = manager.cache, sink == nil, body == nil, request.method == .get else {
+            cache = nil
+            key = ""
+            return
+        }
+        let requestControl = CacheControl(request.headerFields[values: .cacheControl])
+        cache = requestControl.noStore ? nil : sessionCache
+        key = HTTPCache.key(method: request.method, url: urlString)
         guard let cache else { return }
         guard policy != .reloadIgnoringCacheData else {
             mayHoldStored = true
