@@ -35,7 +35,8 @@ final class BackgroundSession: Sendable {
         if case .failure(let error) = lock { throw error }
     }
 
-    /// Journals a task (durably) before its request is sent, and records it as running.
+    /// Journals a task (durably) before its request is sent, and records it as running;
+    /// `cancelAll()` (`invalidateAndCancel()`) reaches it through `cancel`.
     func begin(_ record: BackgroundRecord, cancel: @escaping @Sendable () -> Void) async throws(CourierError) {
         try checkIdentifier()
         try await journal.save(record)

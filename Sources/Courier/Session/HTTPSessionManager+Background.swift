@@ -90,14 +90,6 @@ extension HTTPSessionManager {
             headers: record.headers)
     }
 
-    /// Journals a background task before it is sent; `cancel()` on the session
-    /// (`invalidateAndCancel()`) reaches it through `control`.
-    nonisolated func beginBackgroundTask(
-        _ record: BackgroundRecord, in background: BackgroundSession, control: TaskControl
-    ) async throws(CourierError) {
-        try await background.begin(record) { control.cancel() }
-    }
-
     /// The absolute URL a call would be sent to (before `adapt(_:)`), for the journal.
     nonisolated func urlString(of call: Call) throws(CourierError) -> String {
         try RequestBuilding.urlString(of: prepare(call).head)

@@ -115,7 +115,7 @@ extension HTTPSessionManager {
                     record.options = options.rawValue
                     record.partialFile = temporary.path
                     record.validator = resume?.validator
-                    try await self.beginBackgroundTask(record, in: background, control: control)
+                    try await background.begin(record) { control.cancel() }
                 }
                 let raw = try await self.performRaw(
                     finalCall, reporters: control.reporters, sink: sink,
@@ -129,12 +129,14 @@ extension HTTPSessionManager {
                 return response
             } catch {
                 control.reporters.finish(succeeded: false)
+                // What the sink left: for resume data, and (background) to know it is done with
+                // the partial file. A plain cancellation does not wait for it.
+                let ended = error is CourierError || background != nil ? await sink.result() : nil
                 var failure = error
-                if let error = error as? CourierError, let resumeData = resumeBase(await sink.result()) {
+                if let error = error as? CourierError, let resumeData = ended.flatMap(resumeBase) {
                     failure = error.withContext { $0.resumeData = resumeData }
                 }
                 if let background {
-                    _ = await sink.result()  // the sink is done with the partial file
                     let discardsPartial = control.isCancelled && !sink.callerWantsPartial
                     await background.taskEnded(
                         identifier, control: control, .failed(failure), discarding: discardsPartial ? temporary : nil)

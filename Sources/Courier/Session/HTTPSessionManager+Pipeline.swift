@@ -215,11 +215,11 @@ struct CacheLookup: Sendable {
         }
     }
 
-    /// After the load: a 304 refreshes and returns the stored response; a storable response
-    /// is stored (replacing an older one); anything else passes through.
     /// Whether the response will go through the cache (and needs the request's time).
     var usesCache: Bool { cache != nil }
 
+    /// After the load: a 304 refreshes and returns the stored response; a storable response
+    /// is stored (replacing an older one); anything else passes through.
     mutating func absorb(_ response: RawResponse, requestTime: Date) -> RawResponse {
         guard let cache else { return response }
         if response.status.code == 304, revalidates, var entry {

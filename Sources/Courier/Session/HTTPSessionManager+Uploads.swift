@@ -88,7 +88,7 @@ extension HTTPSessionManager {
                         headers: headers)
                     record.sourceFile = source.path
                     record.compressed = compressed
-                    try await self.beginBackgroundTask(record, in: background, control: control)
+                    try await background.begin(record) { control.cancel() }
                 }
                 let raw = try await self.performRaw(call, reporters: control.reporters, register: control.attach)
                 await background?.taskEnded(identifier, control: control, .uploaded(raw))

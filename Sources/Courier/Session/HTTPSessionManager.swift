@@ -97,13 +97,13 @@ open class HTTPSessionManager {
         self.runsHooks = type(of: self) != HTTPSessionManager.self
         self.transferOptions = configuration.transferOptions
         self.proxies = ProxySettings(configured: configuration.proxy)
+        let storage = configuration.resolvedStorageDirectory  // reads the environment: once
         self.cache =
             configuration.cacheCapacity > 0
             ? HTTPCache(
-                directory: configuration.resolvedStorageDirectory?.appendingPathComponent("cache"),
+                directory: storage?.appendingPathComponent("cache"),
                 capacity: configuration.cacheCapacity) : nil
-        if case .background(let identifier) = configuration.kind, let directory = configuration.resolvedStorageDirectory
-        {
+        if case .background(let identifier) = configuration.kind, let directory = storage {
             self.background = BackgroundSession(identifier: identifier, directory: directory)
         } else {
             self.background = nil
@@ -116,7 +116,7 @@ open class HTTPSessionManager {
                 maximumBytesPerSecond: configuration.maximumBytesPerSecond,
                 cookies: configuration.handlesCookies
                     ? .init(
-                        jar: configuration.resolvedStorageDirectory?.appendingPathComponent("cookies.txt"),
+                        jar: storage?.appendingPathComponent("cookies.txt"),
                         policy: configuration.cookieAcceptPolicy) : nil))
     }
 
