@@ -56,6 +56,51 @@ import Testing
         #expect(second.value == first.value)
     }
 
+    /// nginx serves static files with `Last-Modified` and `ETag` and no `Cache-Control`: the
+    /// most common cacheable response there is. A file last modified 100 days ago is fresh for
+    /// 10 days (RFC 9111 section 4.2.2); a request that insists on validation gets a 304, and
+    /// the refreshed entry is what the next manager on the same directory reads.
+    @Test func aStaticFileIsFreshForATenthOfItsAgeAndRevalidatedOnRequest() async throws {
+        let nginx = try await TestServers.nginx()
+        let name = "static-\(UUID().uuidString).json"
+        let file = nginx.root.appendingPathComponent(name)
+        let body = Data(#"{"static": true}"#.utf8)
+        try body.write(to: file)
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date(timeIntervalSinceNow: -100 * 86_400)], ofItemAtPath: file.path)
+        let directory = try DownloadTests.temporaryDirectory()
+        let api = manager(nginx.http, directory: directory)
+
+        let first = try await api.request(.get, name, serializer: DataResponseSerializer())
+        #expect(first.source == .network)
+        // Many requests at once, all answered from the stored entry.
+        let sources = try await withThrowingTaskGroup(of: (ResponseSource, Data).self) { group in
+            for _ in 0..<200 {
+                group.addTask {
+                    let response = try await api.request(.get, name, serializer: DataResponseSerializer())
+                    return (response.source, response.value)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(sources.count == 200)
+        #expect(sources.allSatisfy { $0.0 == .cache && $0.1 == body })
+
+        try await Task.sleep(for: .milliseconds(1_100))  // so the 304's Date differs
+        let revalidated = try await api.request(
+            .get, name, headers: ["Cache-Control": "no-cache"], serializer: DataResponseSerializer())
+        #expect(revalidated.source == .revalidatedCache)
+        #expect(revalidated.value == body)
+        #expect(revalidated.response.headerFields[.date] != first.response.headerFields[.date])
+        // The request's no-cache asked for one validation; the entry stays fresh.
+        #expect(try await api.request(.get, name, serializer: DataResponseSerializer()).source == .cache)
+        let later = manager(nginx.http, directory: directory)
+        let fromDisk = try await later.request(.get, name, serializer: DataResponseSerializer())
+        #expect(fromDisk.source == .cache)
+        #expect(fromDisk.value == body)
+        #expect(fromDisk.response.headerFields[.date] == revalidated.response.headerFields[.date])
+    }
+
     @Test func noStoreIsNeitherStoredNorAnswered() async throws {
         let api = manager(try await TestServers.httpbin())
         for _ in 0..<2 {

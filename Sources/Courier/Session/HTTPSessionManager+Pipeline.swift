@@ -132,6 +132,9 @@ struct CacheLookup: Sendable {
     /// Whether the cache may hold a response for `key` (it was not looked at, or it had one):
     /// only then does a `no-store` answer need to take the lock and remove it.
     private var mayHoldStored = false
+    /// The request's own `Cache-Control: no-cache`: the stored entry must be validated, this
+    /// time (the entry itself is not changed).
+    private var requestsValidation = false
 
     init(
         manager: HTTPSessionManager, call: HTTPSessionManager.Call, request: HTTPRequest, urlString: String,
@@ -159,7 +162,7 @@ struct CacheLookup: Sendable {
             mayHoldStored = true
             if stored.matchesVary(request) {
                 entry = stored
-                if requestControl.noCache { entry?.lifetimeOverride = 0 }  // the request insists on validation
+                requestsValidation = requestControl.noCache
             }
         }
     }
@@ -177,7 +180,7 @@ struct CacheLookup: Sendable {
         case .returnCacheDataElseLoad:
             return entry.map { raw(from: $0, source: .cache) }
         case .useProtocolCachePolicy, .returnCacheDataOnError:
-            guard let entry, entry.isFresh else { return nil }
+            guard let entry, !requestsValidation, entry.isFresh() else { return nil }
             return raw(from: entry, source: .cache)
         case .reloadIgnoringCacheData:
             return nil
@@ -222,9 +225,19 @@ struct CacheLookup: Sendable {
     /// is stored (replacing an older one); anything else passes through.
     mutating func absorb(_ response: RawResponse, requestTime: Date) -> RawResponse {
         guard let cache else { return response }
-        if response.status.code == 304, revalidates, var entry {
-            entry.update(with: response.response, requestTime: requestTime, responseTime: Date())
-            cache.store(entry)
+        if response.status.code == 304, revalidates, let stored = entry {
+            var entry = stored
+            let now = Date()
+            entry.update(with: response.response, requestTime: requestTime, responseTime: now)
+            if entry.control.noStore {
+                cache.remove(key)
+            } else if entry.isFresh(now: now) || entry.validators != stored.validators {
+                cache.store(entry)
+            } else {
+                // Stale again at once (`no-cache`, `max-age=0`): the next request revalidates
+                // whichever copy it finds, so the file on disk is not rewritten every time.
+                cache.refresh(entry)
+            }
             var answer = raw(from: entry, source: .revalidatedCache)
             answer.metrics = response.metrics
             return answer

@@ -3,30 +3,26 @@ import HTTPTypes
 
 /// A stored response, with what RFC 9111 needs to judge it: when it was requested and
 /// received, the request headers its `Vary` names, and any lifetime the caller imposed.
-struct CachedResponse: Codable, Sendable {
+struct CachedResponse: Sendable {
     var key: String
-    var status: Int
-    var reason: String
-    var headers: [[String]]  // [name, value] pairs, in order
+    var response: HTTPResponse
     var body: Data
     var requestTime: Date
     var responseTime: Date
+    /// The request's values of the headers `Vary` lists (lower-case names; nil when absent).
+    var varying: [String: String?]
+    var lifetimeOverride: Double?
 
     /// The statuses a response may be stored with (RFC 9110 section 15.1, heuristically
     /// cacheable ones).
     static let storableStatuses: Set<Int> = [200, 203, 204, 300, 301, 404, 405, 410, 414, 501]
-    /// The request's values of the headers `Vary` lists (lower-case names; nil when absent).
-    var varying: [String: String?]
-    var lifetimeOverride: Double?
 
     init(
         key: String, response: HTTPResponse, body: Data, request: HTTPRequest, requestTime: Date, responseTime: Date,
         lifetimeOverride: Duration?
     ) {
         self.key = key
-        status = response.status.code
-        reason = response.status.reasonPhrase
-        headers = response.headerFields.map { [$0.name.rawName, $0.value] }
+        self.response = response
         self.body = body
         self.requestTime = requestTime
         self.responseTime = responseTime
@@ -39,12 +35,47 @@ struct CachedResponse: Codable, Sendable {
         }
     }
 
-    var response: HTTPResponse {
+    // MARK: Stored form
+
+    /// What a cache file holds before the body: JSON, with the header fields as
+    /// `[name, value]` pairs in order.
+    struct Record: Codable {
+        var key: String
+        var status: Int
+        var reason: String
+        var headers: [[String]]
+        var requestTime: Date
+        var responseTime: Date
+        var varying: [String: String?]
+        var lifetimeOverride: Double?
+    }
+
+    var record: Record {
+        Record(
+            key: key, status: response.status.code, reason: response.status.reasonPhrase,
+            headers: response.headerFields.map { [$0.name.rawName, $0.value] }, requestTime: requestTime,
+            responseTime: responseTime, varying: varying, lifetimeOverride: lifetimeOverride)
+    }
+
+    init(record: Record, body: Data) {
         var fields = HTTPFields()
-        for pair in headers where pair.count == 2 {
+        for pair in record.headers where pair.count == 2 {
             if let name = HTTPField.Name(pair[0]) { fields.append(HTTPField(name: name, value: pair[1])) }
         }
-        return HTTPResponse(status: .init(code: status, reasonPhrase: reason), headerFields: fields)
+        key = record.key
+        response = HTTPResponse(status: .init(code: record.status, reasonPhrase: record.reason), headerFields: fields)
+        self.body = body
+        requestTime = record.requestTime
+        responseTime = record.responseTime
+        varying = record.varying
+        lifetimeOverride = record.lifetimeOverride
+    }
+
+    /// Approximately the bytes the entry takes: its body and header fields.
+    var size: Int64 {
+        Int64(
+            body.count + 512 + response.headerFields.reduce(0) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count }
+        )
     }
 
     /// Whether `request` sends the same values for the `Vary` headers (RFC 9111 section 4.1).
@@ -56,11 +87,9 @@ struct CachedResponse: Codable, Sendable {
 
     /// The 304's header fields replace the stored ones of the same name (RFC 9111 section 3.2).
     mutating func update(with notModified: HTTPResponse, requestTime: Date, responseTime: Date) {
-        var fields = response.headerFields
         for name in Set(notModified.headerFields.map(\.name)) where name != .contentLength {
-            fields[values: name] = notModified.headerFields[values: name]
+            response.headerFields[values: name] = notModified.headerFields[values: name]
         }
-        headers = fields.map { [$0.name.rawName, $0.value] }
         self.requestTime = requestTime
         self.responseTime = responseTime
     }
@@ -69,42 +98,42 @@ struct CachedResponse: Codable, Sendable {
 
     var control: CacheControl { CacheControl(response.headerFields[values: .cacheControl]) }
 
-    var freshnessLifetime: TimeInterval {
+    /// Usable without contacting the server at `now`.
+    func isFresh(now: Date = Date()) -> Bool {
+        let control = self.control
+        guard !control.noCache else { return false }
+        let date = response.headerFields[.date].flatMap(HTTPDate.parse) ?? responseTime
+        return freshnessLifetime(control: control, date: date) > currentAge(date: date, now: now)
+    }
+
+    private func freshnessLifetime(control: CacheControl, date: Date) -> TimeInterval {
         if let lifetimeOverride { return lifetimeOverride }
-        let fields = response.headerFields
         if let maxAge = control.maxAge { return maxAge }
-        let date = fields[.date].flatMap(HTTPDate.parse) ?? responseTime
+        let fields = response.headerFields
         if let expires = fields[.expires] {
             guard let expiry = HTTPDate.parse(expires) else { return 0 }  // invalid: already expired
             return expiry.timeIntervalSince(date)
         }
         // Heuristic freshness (section 4.2.2): a tenth of the time since the last modification.
         if let lastModified = fields[.lastModified].flatMap(HTTPDate.parse),
-            [200, 203, 204, 300, 301, 404, 410].contains(status)
+            [200, 203, 204, 300, 301, 404, 410].contains(response.status.code)
         {
             return max(0, date.timeIntervalSince(lastModified) / 10)
         }
         return 0
     }
 
-    func currentAge(now: Date = Date()) -> TimeInterval {
-        let fields = response.headerFields
-        let dateValue = fields[.date].flatMap(HTTPDate.parse) ?? responseTime
-        let ageValue = fields[.age].flatMap(TimeInterval.init) ?? 0
-        let apparentAge = max(0, responseTime.timeIntervalSince(dateValue))
+    /// Section 4.2.3, with `date` the response's `Date` (or its arrival).
+    private func currentAge(date: Date, now: Date) -> TimeInterval {
+        let ageValue = response.headerFields[.age].flatMap(TimeInterval.init) ?? 0
+        let apparentAge = max(0, responseTime.timeIntervalSince(date))
         let responseDelay = responseTime.timeIntervalSince(requestTime)
         let correctedInitialAge = max(apparentAge, ageValue + responseDelay)
         return correctedInitialAge + now.timeIntervalSince(responseTime)
     }
 
-    /// Usable without contacting the server.
-    var isFresh: Bool {
-        !control.noCache && freshnessLifetime > currentAge()
-    }
-
     var validators: (etag: String?, lastModified: String?) {
-        let fields = response.headerFields
-        return (fields[.eTag], fields[.lastModified])
+        (response.headerFields[.eTag], response.headerFields[.lastModified])
     }
 }
 
@@ -155,29 +184,5 @@ struct CacheControl {
     /// The lower-cased field names that `Vary` values list.
     static func varyNames(_ values: [String]) -> [String] {
         values.flatMap { $0.split(separator: ",") }.map { trimmed($0).lowercased() }.filter { !$0.isEmpty }
-    }
-}
-
-/// HTTP dates (RFC 9110 section 5.6.7): IMF-fixdate, and the obsolete RFC 850 and asctime forms.
-enum HTTPDate {
-    private static let formats = [
-        "EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy",
-    ]
-    private static let formatters = Locked(
-        formats.map { format -> DateFormatter in
-            let formatter = DateFormatter()
-            formatter.locale = Locale(identifier: "en_US_POSIX")
-            formatter.timeZone = TimeZone(identifier: "GMT")
-            formatter.dateFormat = format
-            return formatter
-        })
-
-    static func parse(_ text: String) -> Date? {
-        formatters.withLock { formatters in
-            for formatter in formatters {
-                if let date = formatter.date(from: text.trimmingCharacters(in: .whitespaces)) { return date }
-            }
-            return nil
-        }
     }
 }

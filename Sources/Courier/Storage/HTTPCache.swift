@@ -14,24 +14,36 @@ public final class HTTPCache: Sendable {
         var file: String
         var size: Int64
         var lastUse: Date
+        /// Which store wrote the file (in this process; not saved): a file read while a newer
+        /// one was stored is not kept in memory.
+        var version: UInt64 = 0
+
+        enum CodingKeys: String, CodingKey { case file, size, lastUse }
     }
 
     private struct State {
         var index: [String: IndexEntry] = [:]
+        /// Decoded entries: every entry of a cache in memory; for a cache on disk, the
+        /// recently used ones, within `memoryCapacity`, so a hit costs no file read.
         var memory: [String: CachedResponse] = [:]
+        var memoryTotal: Int64 = 0
         var total: Int64 = 0
+        var versions: UInt64 = 0
     }
 
     private let directory: URL?
     private let capacity: Int64
+    private let memoryCapacity: Int64
     private let state = Locked(State())
     /// Held while `index.json` is written, so the last rename carries the latest index.
     private let indexWriter = Locked(())
 
-    /// A cache in `directory` (nil: in memory) of at most `capacity` bytes.
-    init(directory: URL?, capacity: Int64) {
+    /// A cache in `directory` (nil: in memory) of at most `capacity` bytes. A cache on disk
+    /// also keeps up to `memoryCapacity` bytes of recently used entries decoded in memory.
+    init(directory: URL?, capacity: Int64, memoryCapacity: Int64 = 4 << 20) {
         self.directory = directory
         self.capacity = capacity
+        self.memoryCapacity = directory == nil ? capacity : min(capacity, memoryCapacity)
         if let directory, let data = try? Data(contentsOf: directory.appendingPathComponent("index.json")),
             let index = try? JSONDecoder().decode([String: IndexEntry].self, from: data)
         {
@@ -47,58 +59,72 @@ public final class HTTPCache: Sendable {
     // MARK: Reading
 
     func entry(for key: String) -> CachedResponse? {
-        guard let directory else {
-            return state.withLock { state in
-                guard let entry = state.memory[key] else { return nil }
-                state.index[key]?.lastUse = Date()
-                return entry
-            }
+        let found = state.withLock { state -> (entry: CachedResponse?, file: String?, version: UInt64) in
+            guard let indexed = state.index[key] else { return (nil, nil, 0) }
+            state.index[key]?.lastUse = Date()
+            return (state.memory[key], indexed.file, indexed.version)
         }
-        guard let file = state.withLock({ $0.index[key]?.file }) else { return nil }
+        if let entry = found.entry { return entry }
+        guard let directory, let file = found.file else { return nil }
         guard let data = try? Data(contentsOf: directory.appendingPathComponent(file)),
             let entry = Self.decode(data), entry.key == key
         else {
             remove(key)  // corrupt or missing: a miss
             return nil
         }
-        state.withLock { $0.index[key]?.lastUse = Date() }
+        state.withLock { state in
+            if state.index[key]?.version == found.version { Self.remember(entry, in: &state, within: memoryCapacity) }
+        }
         return entry
+    }
+
+    /// Keeps `entry` decoded in memory, dropping the least recently used others beyond
+    /// `limit` (from memory only: the index decides what is stored).
+    private static func remember(_ entry: CachedResponse, in state: inout State, within limit: Int64) {
+        let size = entry.size
+        if let old = state.memory.updateValue(entry, forKey: entry.key) { state.memoryTotal -= old.size }
+        state.memoryTotal += size
+        while state.memoryTotal > limit,
+            let oldest = state.memory.keys.min(by: {
+                (state.index[$0]?.lastUse ?? .distantPast) < (state.index[$1]?.lastUse ?? .distantPast)
+            })
+        {
+            state.memoryTotal -= state.memory.removeValue(forKey: oldest)?.size ?? 0
+        }
     }
 
     // MARK: Writing
 
     func store(_ entry: CachedResponse) {
-        let size = Int64(entry.body.count + 512 + entry.headers.reduce(0) { $0 + $1.joined().utf8.count })
+        let size = entry.size
         guard size <= capacity else { return }
         let file = Self.fileName(for: entry.key)
         if let directory {
             guard let data = Self.encode(entry) else { return }
-            do {
-                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-                let temporary = directory.appendingPathComponent(".\(file).\(UUID().uuidString.prefix(8))")
-                try data.write(to: temporary)
-                guard rename(temporary.path, directory.appendingPathComponent(file).path) == 0 else {
-                    unlink(temporary.path)
-                    return
-                }
-            } catch {
-                return
+            let target = directory.appendingPathComponent(file)
+            if !AtomicFile.replace(target, with: data) {
+                // The first store makes the directory.
+                guard
+                    (try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)) != nil,
+                    AtomicFile.replace(target, with: data)
+                else { return }
             }
         }
         let evicted = state.withLock { state -> [IndexEntry] in
             if let old = state.index[entry.key] { state.total -= old.size }
-            state.index[entry.key] = IndexEntry(file: file, size: size, lastUse: Date())
-            if directory == nil { state.memory[entry.key] = entry }
+            state.versions += 1
+            state.index[entry.key] = IndexEntry(file: file, size: size, lastUse: Date(), version: state.versions)
             state.total += size
             var evicted: [IndexEntry] = []
             while state.total > capacity,
                 let oldest = state.index.min(by: { $0.value.lastUse < $1.value.lastUse })
             {
                 state.index[oldest.key] = nil
-                state.memory[oldest.key] = nil
+                state.memoryTotal -= state.memory.removeValue(forKey: oldest.key)?.size ?? 0
                 state.total -= oldest.value.size
                 evicted.append(oldest.value)
             }
+            if state.index[entry.key] != nil { Self.remember(entry, in: &state, within: memoryCapacity) }
             return evicted
         }
         if let directory {
@@ -107,10 +133,21 @@ public final class HTTPCache: Sendable {
         writeIndex()
     }
 
+    /// Replaces the decoded copy of a stored entry (after a 304 that left it stale, so the copy
+    /// on disk, with the same validators, would be revalidated anyway): no file is written.
+    /// Nothing happens for an entry that is no longer stored.
+    func refresh(_ entry: CachedResponse) {
+        state.withLock { state in
+            guard state.index[entry.key] != nil else { return }
+            state.index[entry.key]?.lastUse = Date()
+            Self.remember(entry, in: &state, within: memoryCapacity)
+        }
+    }
+
     func remove(_ key: String) {
         let removed = state.withLock { state -> IndexEntry? in
             guard let entry = state.index.removeValue(forKey: key) else { return nil }
-            state.memory[key] = nil
+            state.memoryTotal -= state.memory.removeValue(forKey: key)?.size ?? 0
             state.total -= entry.size
             return entry
         }
@@ -123,7 +160,7 @@ public final class HTTPCache: Sendable {
     /// Removes every stored response (and its file).
     public func removeAll() {
         let files = state.withLock { state -> [String] in
-            defer { state = State() }
+            defer { state = State(versions: state.versions) }
             return state.index.values.map(\.file)
         }
         if let directory {
@@ -156,15 +193,7 @@ public final class HTTPCache: Sendable {
         indexWriter.withLock { _ in
             let index = state.withLock { $0.index }
             guard let data = try? JSONEncoder().encode(index) else { return }
-            let temporary = directory.appendingPathComponent(".index.\(UUID().uuidString.prefix(8))")
-            do {
-                try data.write(to: temporary)
-                if rename(temporary.path, directory.appendingPathComponent("index.json").path) != 0 {
-                    unlink(temporary.path)
-                }
-            } catch {
-                unlink(temporary.path)
-            }
+            _ = AtomicFile.replace(directory.appendingPathComponent("index.json"), with: data)
         }
     }
 
@@ -181,9 +210,7 @@ public final class HTTPCache: Sendable {
 
     /// A 4-byte length, the JSON record without the body, then the body.
     private static func encode(_ entry: CachedResponse) -> Data? {
-        var metadata = entry
-        metadata.body = Data()
-        guard let json = try? JSONEncoder().encode(metadata) else { return nil }
+        guard let json = try? JSONEncoder().encode(entry.record) else { return nil }
         var data = Data()
         var length = UInt32(json.count).bigEndian
         withUnsafeBytes(of: &length) { data.append(contentsOf: $0) }
@@ -196,9 +223,9 @@ public final class HTTPCache: Sendable {
         guard data.count >= 4 else { return nil }
         let length = data.prefix(4).reduce(0) { $0 << 8 | Int($1) }
         guard data.count >= 4 + length,
-            var entry = try? JSONDecoder().decode(CachedResponse.self, from: data.subdata(in: 4..<(4 + length)))
+            let record = try? JSONDecoder().decode(
+                CachedResponse.Record.self, from: data.subdata(in: 4..<(4 + length)))
         else { return nil }
-        entry.body = data.subdata(in: (4 + length)..<data.count)
-        return entry
+        return CachedResponse(record: record, body: data.subdata(in: (4 + length)..<data.count))
     }
 }
