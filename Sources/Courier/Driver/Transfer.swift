@@ -180,7 +180,7 @@ final class Transfer: @unchecked Sendable {
         if let reporters {
             if case .success = result { reporters.finish(succeeded: true) } else { reporters.finish(succeeded: false) }
         }
-        for waiter in waiters { waiter.resume(with: result) }
+        driver.deliver(result, to: waiters)
     }
 
     /// Resets the per-hop state before (re)adding the easy handle.
