@@ -50,6 +50,9 @@ def start(gunicorn: str) -> tuple[peerlib.ChildGroup, int] | None:
         "--keep-alive", "5",
         "--graceful-timeout", "2",
         "--log-level", "warning",
+        # gunicorn 27 opens a control socket at a fixed path in $HOME: every instance after
+        # the first logs an error over it, and the tests leave nothing in $HOME.
+        "--no-control-socket",
         "httpbin:app",
     ])
     STARTED.append(child)
