@@ -115,6 +115,23 @@ import Testing
         #expect(api.cache?.count == 1)
     }
 
+    @Test func aNotModifiedThatSaysNoStoreRemovesTheEntry() async throws {
+        let api = manager(try await TestServers.fault())
+        let path = "revalidate?etag=\(UUID().uuidString)&cache-control=no-store"
+        let first = try await api.request(.get, path, serializer: JSONResponseSerializer())
+        #expect(first.source == .network)
+        #expect(first.value["conditional"] == false)
+        #expect(api.cache?.count == 1)
+        // Stale at once (a validator, no freshness): revalidated; the 304 says no-store.
+        let second = try await api.request(.get, path, serializer: JSONResponseSerializer())
+        #expect(second.source == .revalidatedCache)
+        #expect(second.value == first.value)
+        #expect(api.cache?.count == 0)
+        let third = try await api.request(.get, path, serializer: JSONResponseSerializer())
+        #expect(third.source == .network)
+        #expect(third.value["conditional"] == false)
+    }
+
     @Test func noCacheIsStoredButAlwaysRevalidated() async throws {
         let api = manager(try await TestServers.httpbin())
         let parameters: JSON = ["Cache-Control": "no-cache", "ETag": "\"nc\""]

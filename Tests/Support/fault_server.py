@@ -733,6 +733,22 @@ def route_file(conn: Conn, req: Request) -> bool:
     return serve_pattern(conn, req, n, etag, stats=st, drop_after=drop)
 
 
+def route_revalidate(conn: Conn, req: Request) -> bool:
+    """A cacheable-by-validator resource: 200 with ETag (no freshness), whose body says
+    whether the request was conditional; a matching If-None-Match gets a 304 carrying the
+    ``cache-control`` parameter as its Cache-Control (the 200 has none)."""
+    etag = f'"{req.params.get("etag", "r1")}"'
+    read_body(conn, req, None)
+    if req.header("If-None-Match") == etag:
+        headers = [("ETag", etag)]
+        control = req.params.get("cache-control")
+        if control:
+            headers.append(("Cache-Control", control))
+        return respond(conn, req, 304, b"", headers=headers, send_length=False)
+    body = json.dumps({"conditional": req.header("If-None-Match") is not None}).encode()
+    return respond(conn, req, 200, body, headers=[("ETag", etag)], content_type="application/json")
+
+
 def route_stats(conn: Conn, req: Request) -> bool:
     name = req.path[len("/stats/"):]
     read_body(conn, req, None)
@@ -805,6 +821,8 @@ def dispatch(conn: Conn, req: Request) -> bool:
         return route_file(conn, req)
     if p.startswith("/stats/"):
         return route_stats(conn, req)
+    if p == "/revalidate":
+        return route_revalidate(conn, req)
     read_body(conn, req, None)
     return respond(conn, req, 404, f"no route for {p}\n".encode())
 
