@@ -181,8 +181,11 @@ import Testing
     @Test func cancelEndsATaskForGoodWithItsJournalEntryAndPartialFile() async throws {
         let directory = try DownloadTests.temporaryDirectory()
         let identifier = Self.uniqueName("cancel")
-        let api = HTTPSessionManager(
-            baseURL: try await TestServers.fault(), configuration: Self.configuration(directory, identifier))
+        // A session-wide limit holds from the first byte; a task's own limit is a command that
+        // a loaded machine can deliver after the whole body has arrived.
+        var configuration = Self.configuration(directory, identifier)
+        configuration.maximumBytesPerSecond = 500_000
+        let api = HTTPSessionManager(baseURL: try await TestServers.fault(), configuration: configuration)
         let journal = directory.appendingPathComponent("background/\(identifier)/tasks")
         let downloads = directory.appendingPathComponent("downloads")
         try FileManager.default.createDirectory(at: downloads, withIntermediateDirectories: true)
@@ -191,7 +194,6 @@ import Testing
         let task = api.downloadTask(
             "file/\(Self.uniqueName("cancel"))", parameters: ["n": 2_000_000], to: downloads.appendingPathComponent("c")
         )
-        task.setMaximumBytesPerSecond(500_000)
         for await progress in task.downloadProgress where progress.completedBytes > 0 { break }
         #expect(Self.files(in: journal) == ["\(task.identifier.uuidString).json"])
         #expect(Self.files(in: downloads).count == 1)  // the partial file
