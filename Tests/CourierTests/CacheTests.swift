@@ -247,6 +247,25 @@ import Testing
         #expect(again.source == .cache)
     }
 
+    /// Cache files are not synced to disk, so a power loss can leave one cut short: it must
+    /// read as a miss, never as a shorter body.
+    @Test func aTruncatedEntryIsAMiss() async throws {
+        let directory = try DownloadTests.temporaryDirectory()
+        let api = manager(try await TestServers.httpbin(), directory: directory)
+        let first = try await api.request(.get, "cache/60", serializer: DataResponseSerializer())
+        let cacheDirectory = directory.appendingPathComponent("cache")
+        let file = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: cacheDirectory.path).first { $0.hasSuffix(".response") }
+        )
+        let path = cacheDirectory.appendingPathComponent(file).path
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+        #expect(truncate(path, off_t(size - 10)) == 0)
+        let later = manager(try await TestServers.httpbin(), directory: directory)
+        let response = try await later.request(.get, "cache/60", serializer: DataResponseSerializer())
+        #expect(response.source == .network)
+        #expect(response.value.count == first.value.count)
+    }
+
     @Test func theLeastRecentlyUsedEntryGoesFirst() async throws {
         let api = manager(try await TestServers.httpbin()) { $0.cacheCapacity = 4_000 }
         func fetch(_ path: String) async throws -> ResponseSource {

@@ -48,13 +48,17 @@ struct CachedResponse: Sendable {
         var responseTime: Date
         var varying: [String: String?]
         var lifetimeOverride: Double?
+        /// The body's length, so that a file cut short (files are not synced to disk, and a
+        /// power loss can truncate one) reads as corrupt, never as a shorter body. Absent in
+        /// files written before it existed.
+        var bodyLength: Int?
     }
 
     var record: Record {
         Record(
             key: key, status: response.status.code, reason: response.status.reasonPhrase,
             headers: response.headerFields.map { [$0.name.rawName, $0.value] }, requestTime: requestTime,
-            responseTime: responseTime, varying: varying, lifetimeOverride: lifetimeOverride)
+            responseTime: responseTime, varying: varying, lifetimeOverride: lifetimeOverride, bodyLength: body.count)
     }
 
     init(record: Record, body: Data) {

@@ -226,6 +226,7 @@ public final class HTTPCache: Sendable {
             let record = try? JSONDecoder().decode(
                 CachedResponse.Record.self, from: data.subdata(in: 4..<(4 + length)))
         else { return nil }
+        if let bodyLength = record.bodyLength, bodyLength != data.count - 4 - length { return nil }
         return CachedResponse(record: record, body: data.subdata(in: (4 + length)..<data.count))
     }
 }
