@@ -222,6 +222,10 @@ import Testing
         let files = try FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("cache").path)
         #expect(files.contains("index.json"))
         #expect(files.filter { $0.hasSuffix(".response") }.count == 1)
+        for file in files {  // responses can carry private data: the user's alone
+            let path = directory.appendingPathComponent("cache").appendingPathComponent(file).path
+            #expect(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int == 0o600)
+        }
         // A new manager (as after a restart) reads the entry from disk.
         let later = manager(server.url, directory: directory)
         let second = try await later.request(.get, "cache/60", serializer: DataResponseSerializer())

@@ -103,6 +103,9 @@ import Testing
         let jar = try String(contentsOf: directory.appendingPathComponent("cookies.txt"), encoding: .utf8)
         #expect(jar.contains("\tkept\t1"))
         #expect(!jar.contains("gone"))
+        // Cookies are secrets: the jar is the user's alone.
+        let jarPath = directory.appendingPathComponent("cookies.txt").path
+        #expect(try FileManager.default.attributesOfItem(atPath: jarPath)[.posixPermissions] as? Int == 0o600)
 
         let second = HTTPSessionManager(baseURL: httpbin, configuration: configuration)
         let echo: JSON = try await second.GET("cookies")

@@ -88,7 +88,7 @@ final class BackgroundJournal: Sendable {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             queue.async {
                 unlink(self.file(for: identifier).path)
-                Self.syncDirectory(self.directory)
+                AtomicFile.syncDirectory(self.directory)
                 continuation.resume()
             }
         }
@@ -131,44 +131,16 @@ final class BackgroundJournal: Sendable {
     /// Write, fsync, rename, fsync the directory.
     private func write(_ record: BackgroundRecord) throws(CourierError) {
         let target = file(for: record.identifier)
-        let temporary = directory.appendingPathComponent(".\(record.identifier.uuidString).tmp")
         let data: Data
         do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             data = try JSONEncoder().encode(record)
         } catch {
             throw .fileSystem(.init(url: directory, message: "Cannot journal a background task: \(error)"))
         }
-        let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw Self.failure("open", temporary) }
-        let written = data.withUnsafeBytes { bytes in Foundation.write(descriptor, bytes.baseAddress, bytes.count) }
-        let synced = fsync(descriptor)
-        close(descriptor)
-        guard written == data.count, synced == 0 else {
-            unlink(temporary.path)
-            throw Self.failure("write", temporary)
+        do {
+            try AtomicFile.replace(target, with: data, durable: true, createsDirectory: true)
+        } catch {
+            throw .fileSystem(.init(url: target, message: "Cannot journal a background task (\(error.message))"))
         }
-        guard rename(temporary.path, target.path) == 0 else {
-            unlink(temporary.path)
-            throw Self.failure("rename", target)
-        }
-        Self.syncDirectory(directory)
-    }
-
-    /// Makes a rename or unlink in `directory` durable.
-    private static func syncDirectory(_ directory: URL) {
-        let descriptor = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { return }
-        fsync(descriptor)
-        close(descriptor)
-    }
-
-    private static func failure(_ operation: String, _ url: URL) -> CourierError {
-        .fileSystem(
-            .init(
-                url: url,
-                message:
-                    "Cannot journal a background task (\(operation) \(url.path)): \(String(cString: strerror(errno)))"
-            ))
     }
 }

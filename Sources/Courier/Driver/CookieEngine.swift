@@ -136,15 +136,8 @@ final class CookieEngine {
         let text = "# Netscape HTTP Cookie File, written by Courier\n" + lines.map { $0 + "\n" }.joined()
         guard text != lastWritten else { return }
         do {
-            try FileManager.default.createDirectory(
-                at: jar.deletingLastPathComponent(), withIntermediateDirectories: true)
-            let temporary = jar.deletingLastPathComponent().appendingPathComponent(".cookies.\(getpid()).tmp")
-            try Data(text.utf8).write(to: temporary)
-            if rename(temporary.path, jar.path) == 0 {
-                lastWritten = text
-            } else {
-                unlink(temporary.path)
-            }
+            try AtomicFile.replace(jar, with: Data(text.utf8), createsDirectory: true)
+            lastWritten = text
         } catch {
             // Best effort: the cookies stay in memory; the next change writes them again.
         }

@@ -101,13 +101,10 @@ public final class HTTPCache: Sendable {
         let file = Self.fileName(for: entry.key)
         if let directory {
             guard let data = Self.encode(entry) else { return }
-            let target = directory.appendingPathComponent(file)
-            if !AtomicFile.replace(target, with: data) {
-                // The first store makes the directory.
-                guard
-                    (try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)) != nil,
-                    AtomicFile.replace(target, with: data)
-                else { return }
+            do {
+                try AtomicFile.replace(directory.appendingPathComponent(file), with: data, createsDirectory: true)
+            } catch {
+                return
             }
         }
         let evicted = state.withLock { state -> [IndexEntry] in
@@ -193,7 +190,7 @@ public final class HTTPCache: Sendable {
         indexWriter.withLock { _ in
             let index = state.withLock { $0.index }
             guard let data = try? JSONEncoder().encode(index) else { return }
-            _ = AtomicFile.replace(directory.appendingPathComponent("index.json"), with: data)
+            try? AtomicFile.replace(directory.appendingPathComponent("index.json"), with: data)
         }
     }
 
