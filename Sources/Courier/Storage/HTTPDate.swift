@@ -93,15 +93,17 @@ enum HTTPDate {
         return (hour, minute, second)
     }
 
+    /// The months' first three letters, lower-case, packed as in `parseMonth`.
+    private static let monthKeys: [UInt32] = [
+        0x6A_616E, 0x66_6562, 0x6D_6172, 0x61_7072, 0x6D_6179, 0x6A_756E,  // jan feb mar apr may jun
+        0x6A_756C, 0x61_7567, 0x73_6570, 0x6F_6374, 0x6E_6F76, 0x64_6563,  // jul aug sep oct nov dec
+    ]
+
     /// The month named by the token's first three letters (any case), 1 to 12.
     private static func parseMonth(_ token: UnsafeBufferPointer<UInt8>) -> Int? {
         guard token.count >= 3 else { return nil }
         let key = (UInt32(token[0] | 0x20) << 16) | (UInt32(token[1] | 0x20) << 8) | UInt32(token[2] | 0x20)
-        let months: [UInt32] = [
-            0x6A_616E, 0x66_6562, 0x6D_6172, 0x61_7072, 0x6D_6179, 0x6A_756E,  // jan feb mar apr may jun
-            0x6A_756C, 0x61_7567, 0x73_6570, 0x6F_6374, 0x6E_6F76, 0x64_6563,  // jul aug sep oct nov dec
-        ]
-        return months.firstIndex(of: key).map { $0 + 1 }
+        return monthKeys.firstIndex(of: key).map { $0 + 1 }
     }
 
     /// Days from 1970-01-01 to the given proleptic Gregorian date (a day past the month's
