@@ -12,6 +12,24 @@ import Testing
         #expect(received == faultBytes(300_000))
     }
 
+    /// Chunks share the memory the stream reuses: a chunk still held must keep its bytes while
+    /// later ones arrive (several slabs' worth here, none handed back until the end).
+    @Test func chunksKeptByTheConsumerStayIntact() async throws {
+        let api = try await faultManager()
+        let total = 3_000_000
+        var chunks: [Data] = []
+        for try await chunk in api.bytes(.get, "chunked", parameters: ["n": .int(total), "chunk": 65536]) {
+            chunks.append(chunk)
+        }
+        let received = Data(chunks.joined())
+        let expected = faultBytes(total)
+        #expect(received.count == total)
+        if received != expected {
+            let offset = zip(received, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+            Issue.record("the bytes differ from offset \(offset ?? received.count)")
+        }
+    }
+
     @Test func httpbinStreamLines() async throws {
         let api = try await httpbinManager()
         var text = Data()

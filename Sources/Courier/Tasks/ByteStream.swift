@@ -58,13 +58,21 @@ public struct ByteStream: AsyncSequence, Sendable {
 
 /// The driver's end of a `ByteStream`: chunks wait here for the consumer.
 ///
+/// The driver copies what libcurl delivers into the slabs of a `SlabPool` and hands each slab
+/// over as soon as it is full, and what is left of it at the end of each turn of its loop, so
+/// the consumer drains while the driver is still reading. The slabs come back to the pool once
+/// the consumer lets go of their chunks.
+///
 /// `@unchecked Sendable`: `state` (a `Locked`) guards everything the two sides share; the
-/// error body collected for a bad status is touched only on the driver thread.
+/// slabs being filled and the error body collected for a bad status are touched only on the
+/// driver thread.
 final class StreamSink: ResponseSink, @unchecked Sendable {
-    /// The consumer may fall this far behind before the transfer pauses.
-    static let capacity = 1 << 20
+    /// The consumer may fall this far behind before the transfer pauses. Each pause lets the
+    /// socket's receive queue grow, and a 1 MiB bound paused a loopback download about 1,000
+    /// times per GiB; at 2 MiB, with slabs handed over as they fill, it is under 100.
+    static let capacity = 2 << 20
     /// The transfer goes on once the consumer has caught up to this.
-    static let resumeBelow = 256 << 10
+    static let resumeBelow = 512 << 10
 
     private struct State {
         var chunks: [Data] = []
@@ -99,8 +107,19 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
         return nil
     }
 
-    /// Bytes written this turn of the driver's loop, handed over in one piece by `flush`.
-    private var pending = BodyBuffer()
+    // Driver thread. At most `capacity` bytes wait for the consumer, plus one delivery and
+    // the slab being filled, so the pool keeps every slab it lends: they are as many as the
+    // stream ever had in flight at once.
+    private let slabs = SlabPool(spareLimit: capacity / SlabPool.size + 2)
+    /// The slab being filled, where the bytes not yet handed over begin in it, and how far it
+    /// is filled.
+    private var slab: Slab?
+    private var sliceStart = 0
+    private var slabFilled = 0
+    /// Written and not yet handed over: slices cut from slabs, and their bytes with those of
+    /// the current slab's uncut part.
+    private var ready: [Data] = []
+    private var pendingCount = 0
 
     var needsFlush: Bool { true }
 
@@ -113,7 +132,7 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
         // consumer could empty the queue in between and start waiting without seeing the
         // pause, and neither side would go on again (a transfer paused with nothing pending to
         // hand over; seen as a hang with a 512 KiB capacity).
-        let pendingCount = pending.count
+        let pendingCount = self.pendingCount
         let decision = state.withLock { state -> SinkWrite? in
             if state.finished { return .accepted }  // the consumer is gone; drop the bytes
             guard state.buffered + pendingCount < Self.capacity else {
@@ -123,26 +142,73 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
             return nil
         }
         if let decision { return decision }
-        pending.append(bytes)
+        copyIntoSlabs(bytes)
         return .accepted
     }
 
-    /// Hands the bytes of this turn to the consumer: to a waiting one directly, else to the queue.
+    private func copyIntoSlabs(_ bytes: UnsafeRawBufferPointer) {
+        guard var source = bytes.baseAddress else { return }
+        var remaining = bytes.count
+        while remaining > 0 {
+            let slab = self.slab ?? startSlab()
+            let count = min(remaining, SlabPool.size - slabFilled)
+            (slab.base + slabFilled).copyMemory(from: source, byteCount: count)
+            slabFilled += count
+            pendingCount += count
+            source += count
+            remaining -= count
+            if slabFilled == SlabPool.size {
+                cutSlice()
+                self.slab = nil
+                handOver()
+            }
+        }
+    }
+
+    private func startSlab() -> Slab {
+        let slab = slabs.take()
+        self.slab = slab
+        sliceStart = 0
+        slabFilled = 0
+        return slab
+    }
+
+    /// Makes the bytes written into the current slab since the last cut a slice, ready to go.
+    private func cutSlice() {
+        guard let slab, slabFilled > sliceStart else { return }
+        ready.append(slab.slice(sliceStart..<slabFilled))
+        sliceStart = slabFilled
+    }
+
+    /// Hands over what this turn wrote into the slab being filled (full slabs went already).
     func flush() {
-        guard !pending.isEmpty else { return }
-        let chunk = pending.takeData()
-        let waiter = state.withLock { state -> CheckedContinuation<Data?, any Error>? in
-            if state.finished { return nil }
+        cutSlice()
+        handOver()
+    }
+
+    /// Gives the ready slices to the consumer: the first to a waiting consumer directly, the
+    /// rest (or all, when none waits) to the queue.
+    private func handOver() {
+        guard !ready.isEmpty else { return }
+        let bytes = pendingCount - (slabFilled - sliceStart)
+        pendingCount -= bytes
+        var chunks: [Data] = []
+        swap(&chunks, &ready)
+        let (waiter, first) = state.withLock { state -> (CheckedContinuation<Data?, any Error>?, Data?) in
+            if state.finished { return (nil, nil) }
+            var handed: (CheckedContinuation<Data?, any Error>, Data)?
             if let waiter = state.waiter {
                 state.waiter = nil
-                return waiter
+                handed = (waiter, chunks.removeFirst())
             }
-            state.chunks.append(chunk)
-            state.buffered += chunk.count
+            for chunk in chunks {
+                state.chunks.append(chunk)
+                state.buffered += chunk.count
+            }
             state.largestBuffered = max(state.largestBuffered, state.buffered)
-            return nil
+            return (handed?.0, handed?.1)
         }
-        waiter?.resume(returning: chunk)
+        if let waiter, let first { waiter.resume(returning: first) }
     }
 
     func end(_ outcome: SinkOutcome) -> Data {
@@ -166,6 +232,7 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
             // A failure goes to the consumer at once; chunks already buffered are dropped.
             if failure != nil {
                 state.chunks.removeAll()
+                state.firstIndex = 0
                 state.buffered = 0
             }
             guard state.firstIndex >= state.chunks.count else { return nil }
@@ -176,42 +243,53 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
         if let failure { waiter.resume(throwing: failure) } else { waiter.resume(returning: nil) }
     }
 
-    /// The next chunk; nil at the end.
+    /// The next chunk; nil at the end. Suspends only when nothing is queued.
     func next() async throws -> Data? {
-        try await withCheckedThrowingContinuation { continuation in
-            let (immediate, resume) = state.withLock { state -> (Result<Data?, any Error>?, (@Sendable () -> Void)?) in
-                if state.firstIndex < state.chunks.count {
-                    let chunk = state.chunks[state.firstIndex]
-                    state.firstIndex += 1
-                    state.buffered -= chunk.count
-                    if state.firstIndex > 32, state.firstIndex * 2 > state.chunks.count {
-                        state.chunks.removeFirst(state.firstIndex)
-                        state.firstIndex = 0
-                    }
-                    var resume: (@Sendable () -> Void)?
-                    if state.paused, state.buffered <= Self.resumeBelow {
-                        state.paused = false
-                        resume = state.resumeReceiving
-                    }
-                    return (.success(chunk), resume)
+        if let immediate = take(orWait: nil) { return try immediate.get() }
+        return try await withCheckedThrowingContinuation { continuation in
+            if let immediate = take(orWait: continuation) { continuation.resume(with: immediate) }
+        }
+    }
+
+    /// The next queued chunk, the end, or the failure; otherwise nil, and `continuation` (if
+    /// any) waits for the driver's next hand-over. Restarts a paused transfer once the queue
+    /// has drained far enough.
+    private func take(orWait continuation: CheckedContinuation<Data?, any Error>?) -> Result<Data?, any Error>? {
+        let (result, resume) = state.withLock { state -> (Result<Data?, any Error>?, (@Sendable () -> Void)?) in
+            if state.firstIndex < state.chunks.count {
+                // Taken out, not copied: a chunk left in the array would keep its slab.
+                let chunk = state.chunks[state.firstIndex]
+                state.chunks[state.firstIndex] = Data()
+                state.firstIndex += 1
+                state.buffered -= chunk.count
+                if state.firstIndex > 32, state.firstIndex * 2 > state.chunks.count {
+                    state.chunks.removeFirst(state.firstIndex)
+                    state.firstIndex = 0
                 }
-                if state.finished {
-                    if let failure = state.failure {
-                        state.failure = nil
-                        return (.failure(failure), nil)
-                    }
-                    return (.success(nil), nil)
-                }
-                state.waiter = continuation
                 var resume: (@Sendable () -> Void)?
-                if state.paused {
+                if state.paused, state.buffered <= Self.resumeBelow {
                     state.paused = false
                     resume = state.resumeReceiving
                 }
-                return (nil, resume)
+                return (.success(chunk), resume)
             }
-            resume?()
-            if let immediate { continuation.resume(with: immediate) }
+            if state.finished {
+                if let failure = state.failure {
+                    state.failure = nil
+                    return (.failure(failure), nil)
+                }
+                return (.success(nil), nil)
+            }
+            guard let continuation else { return (nil, nil) }
+            state.waiter = continuation
+            var resume: (@Sendable () -> Void)?
+            if state.paused {
+                state.paused = false
+                resume = state.resumeReceiving
+            }
+            return (nil, resume)
         }
+        resume?()
+        return result
     }
 }
