@@ -116,10 +116,9 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
     private var slab: Slab?
     private var sliceStart = 0
     private var slabFilled = 0
-    /// Written and not yet handed over: slices cut from slabs, and their bytes with those of
-    /// the current slab's uncut part.
+    /// Slices cut from slabs and not yet handed over, and their bytes.
     private var ready: [Data] = []
-    private var pendingCount = 0
+    private var readyCount = 0
 
     var needsFlush: Bool { true }
 
@@ -132,7 +131,7 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
         // consumer could empty the queue in between and start waiting without seeing the
         // pause, and neither side would go on again (a transfer paused with nothing pending to
         // hand over; seen as a hang with a 512 KiB capacity).
-        let pendingCount = self.pendingCount
+        let pendingCount = readyCount + slabFilled - sliceStart  // written, not handed over
         let decision = state.withLock { state -> SinkWrite? in
             if state.finished { return .accepted }  // the consumer is gone; drop the bytes
             guard state.buffered + pendingCount < Self.capacity else {
@@ -154,7 +153,6 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
             let count = min(remaining, SlabPool.size - slabFilled)
             (slab.base + slabFilled).copyMemory(from: source, byteCount: count)
             slabFilled += count
-            pendingCount += count
             source += count
             remaining -= count
             if slabFilled == SlabPool.size {
@@ -177,6 +175,7 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
     private func cutSlice() {
         guard let slab, slabFilled > sliceStart else { return }
         ready.append(slab.slice(sliceStart..<slabFilled))
+        readyCount += slabFilled - sliceStart
         sliceStart = slabFilled
     }
 
@@ -190,8 +189,7 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
     /// rest (or all, when none waits) to the queue.
     private func handOver() {
         guard !ready.isEmpty else { return }
-        let bytes = pendingCount - (slabFilled - sliceStart)
-        pendingCount -= bytes
+        readyCount = 0
         var chunks: [Data] = []
         swap(&chunks, &ready)
         let (waiter, first) = state.withLock { state -> (CheckedContinuation<Data?, any Error>?, Data?) in
