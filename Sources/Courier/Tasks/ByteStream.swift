@@ -116,9 +116,6 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
     private var slab: Slab?
     private var sliceStart = 0
     private var slabFilled = 0
-    /// Slices cut from slabs and not yet handed over, and their bytes.
-    private var ready: [Data] = []
-    private var readyCount = 0
 
     var needsFlush: Bool { true }
 
@@ -131,7 +128,7 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
         // consumer could empty the queue in between and start waiting without seeing the
         // pause, and neither side would go on again (a transfer paused with nothing pending to
         // hand over; seen as a hang with a 512 KiB capacity).
-        let pendingCount = readyCount + slabFilled - sliceStart  // written, not handed over
+        let pendingCount = slabFilled - sliceStart  // written, not handed over
         let decision = state.withLock { state -> SinkWrite? in
             if state.finished { return .accepted }  // the consumer is gone; drop the bytes
             guard state.buffered + pendingCount < Self.capacity else {
@@ -156,9 +153,8 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
             source += count
             remaining -= count
             if slabFilled == SlabPool.size {
-                cutSlice()
+                handOverSlice()
                 self.slab = nil
-                handOver()
             }
         }
     }
@@ -171,42 +167,29 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
         return slab
     }
 
-    /// Makes the bytes written into the current slab since the last cut a slice, ready to go.
-    private func cutSlice() {
-        guard let slab, slabFilled > sliceStart else { return }
-        ready.append(slab.slice(sliceStart..<slabFilled))
-        readyCount += slabFilled - sliceStart
-        sliceStart = slabFilled
-    }
-
     /// Hands over what this turn wrote into the slab being filled (full slabs went already).
     func flush() {
-        cutSlice()
-        handOver()
+        handOverSlice()
     }
 
-    /// Gives the ready slices to the consumer: the first to a waiting consumer directly, the
-    /// rest (or all, when none waits) to the queue.
-    private func handOver() {
-        guard !ready.isEmpty else { return }
-        readyCount = 0
-        var chunks: [Data] = []
-        swap(&chunks, &ready)
-        let (waiter, first) = state.withLock { state -> (CheckedContinuation<Data?, any Error>?, Data?) in
-            if state.finished { return (nil, nil) }
-            var handed: (CheckedContinuation<Data?, any Error>, Data)?
+    /// Hands the bytes written into the current slab since the last hand-over to the consumer
+    /// as one slice: to a waiting consumer directly, else to the queue.
+    private func handOverSlice() {
+        guard let slab, slabFilled > sliceStart else { return }
+        let chunk = slab.slice(sliceStart..<slabFilled)
+        sliceStart = slabFilled
+        let waiter = state.withLock { state -> CheckedContinuation<Data?, any Error>? in
+            if state.finished { return nil }
             if let waiter = state.waiter {
                 state.waiter = nil
-                handed = (waiter, chunks.removeFirst())
+                return waiter
             }
-            for chunk in chunks {
-                state.chunks.append(chunk)
-                state.buffered += chunk.count
-            }
+            state.chunks.append(chunk)
+            state.buffered += chunk.count
             state.largestBuffered = max(state.largestBuffered, state.buffered)
-            return (handed?.0, handed?.1)
+            return nil
         }
-        if let waiter, let first { waiter.resume(returning: first) }
+        waiter?.resume(returning: chunk)
     }
 
     func end(_ outcome: SinkOutcome) -> Data {
