@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -16,6 +17,64 @@ uint64_t courier_monotonic_nanoseconds(void) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+}
+
+/// `memcpy`, called through a volatile pointer so that the compiler cannot merge the pieces
+/// below into one large copy again.
+static void *(*volatile courier_memcpy)(void *, const void *, size_t) = memcpy;
+
+void courier_copy_bytes(void *destination, const void *source, size_t count) {
+    // glibc uses `rep movsb` from 2,113 bytes on FSRM CPUs; 2,048-byte pieces take its vector
+    // loop, which has no slow distances.
+    const size_t piece = 2048;
+    size_t distance = courier_copy_distance(destination, source);
+    if (count <= piece || distance == 0 || distance >= courier_slow_copy_distance_limit) {
+        memcpy(destination, source, count);
+        return;
+    }
+    unsigned char *to = destination;
+    const unsigned char *from = source;
+    while (count > 0) {
+        size_t n = count < piece ? count : piece;
+        courier_memcpy(to, from, n);
+        to += n;
+        from += n;
+        count -= n;
+    }
+}
+
+void *courier_curl_malloc(size_t size) {
+    if (size < courier_page_aligned_minimum) return malloc(size);
+    void *block = NULL;
+    return posix_memalign(&block, 4096, size) == 0 ? block : NULL;
+}
+
+void *courier_curl_realloc(void *pointer, size_t size) {
+    void *block = realloc(pointer, size);
+    if (!block || size < courier_page_aligned_minimum || ((uintptr_t)block & 4095) == 0) return block;
+    // glibc's realloc does not keep the alignment: move the block to a page boundary.
+    void *aligned = NULL;
+    if (posix_memalign(&aligned, 4096, size) != 0) return block;
+    memcpy(aligned, block, size);
+    free(block);
+    return aligned;
+}
+
+void *courier_curl_calloc(size_t count, size_t size) {
+    if (size != 0 && count > SIZE_MAX / size) return NULL;
+    if (count * size < courier_page_aligned_minimum) return calloc(count, size);
+    void *block = courier_curl_malloc(count * size);
+    if (block) memset(block, 0, count * size);
+    return block;
+}
+
+void courier_curl_free(void *pointer) { free(pointer); }
+
+char *courier_curl_strdup(const char *string) { return strdup(string); }
+
+CURLcode courier_global_init(void) {
+    return curl_global_init_mem(CURL_GLOBAL_DEFAULT, courier_curl_malloc, courier_curl_free, courier_curl_realloc,
+                                courier_curl_strdup, courier_curl_calloc);
 }
 
 void courier_set_thread_name(const char *name) {

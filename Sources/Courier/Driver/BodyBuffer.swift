@@ -1,3 +1,4 @@
+import CCurlShim
 import Foundation
 
 /// The response body as libcurl's write callback delivers it: one growing malloc'd buffer,
@@ -29,7 +30,7 @@ struct BodyBuffer: ~Copyable {
         if count + bytes.count > capacity {
             reserve(Swift.max(count + bytes.count, capacity * 2, 1024))
         }
-        (storage! + count).copyMemory(from: source, byteCount: bytes.count)
+        courier_copy_bytes(storage! + count, source, bytes.count)
         count += bytes.count
     }
 

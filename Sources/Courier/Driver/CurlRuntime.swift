@@ -5,9 +5,9 @@ import Foundation
 enum CurlRuntime {
     /// `curl_global_init` runs once, before the first handle is made (thread-safe in libcurl 7.84+
     /// builds with the `threadsafe` feature, which Debian's has; Swift's lazy `static let` is
-    /// itself once-only).
+    /// itself once-only). libcurl's large buffers are page-aligned (`courier_global_init`).
     static let initialized: Bool = {
-        curl_global_init(courier_global_default) == CURLE_OK
+        courier_global_init() == CURLE_OK
     }()
 
     /// libcurl's version string, e.g. `7.88.1`.

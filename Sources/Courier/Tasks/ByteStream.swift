@@ -1,3 +1,4 @@
+import CCurlShim
 import Foundation
 import HTTPTypes
 
@@ -148,7 +149,7 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
         while remaining > 0 {
             let slab = self.slab ?? startSlab()
             let count = min(remaining, SlabPool.size - slabFilled)
-            (slab.base + slabFilled).copyMemory(from: source, byteCount: count)
+            courier_copy_bytes(slab.base + slabFilled, source, count)
             slabFilled += count
             source += count
             remaining -= count
