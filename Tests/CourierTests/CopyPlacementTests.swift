@@ -7,11 +7,14 @@ import Testing
 /// Large copies avoid the distances between source and destination at which they are slow
 /// (`courier_copy_distance`), without changing a byte of what is copied.
 @Suite struct CopyPlacementTests {
+    /// A byte pattern with no period near the page size, so a misplaced byte shows.
+    static let pattern: [UInt8] = (0..<80_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 11) }
+    static let guardBytes = [UInt8](repeating: 0xEE, count: 8192)
+
     /// Distances either side of the slow range, and counts either side of the piece size.
     @Test(arguments: [0, 1, 15, 16, 17, 31, 32, 63, 64, 65, 2048, 4080, 4095])
     func copiesAreExactAtEveryDistance(distance: Int) {
         let page = 4096
-        let guardByte: UInt8 = 0xEE
         for count in [0, 1, 2047, 2048, 2049, 5000, 70_001] {
             let source = UnsafeMutableRawBufferPointer.allocate(byteCount: count + page, alignment: page)
             let destination = UnsafeMutableRawBufferPointer.allocate(byteCount: count + 2 * page, alignment: page)
@@ -19,16 +22,17 @@ import Testing
                 source.deallocate()
                 destination.deallocate()
             }
-            for index in source.indices { source[index] = UInt8(truncatingIfNeeded: index &* 31 &+ 7) }
-            destination.initializeMemory(as: UInt8.self, repeating: guardByte)
+            Self.pattern.withUnsafeBytes { _ = memcpy(source.baseAddress!, $0.baseAddress!, count) }
+            memset(destination.baseAddress!, 0xEE, destination.count)
             let target = destination.baseAddress! + distance
             #expect(courier_copy_distance(target, source.baseAddress!) == distance)
 
             courier_copy_bytes(target, source.baseAddress!, count)
 
             #expect(memcmp(target, source.baseAddress!, count) == 0, "count \(count)")
-            #expect(destination[..<distance].allSatisfy { $0 == guardByte }, "bytes before, count \(count)")
-            #expect(destination[(distance + count)...].allSatisfy { $0 == guardByte }, "bytes after, count \(count)")
+            let after = destination.count - distance - count
+            #expect(memcmp(destination.baseAddress!, Self.guardBytes, distance) == 0, "bytes before, count \(count)")
+            #expect(memcmp(target + count, Self.guardBytes, after) == 0, "bytes after, count \(count)")
         }
     }
 
@@ -37,7 +41,8 @@ import Testing
     /// every read after it is at distance 0 and full; the bytes sent are the same.
     @Test(arguments: [(prefix: 16, bufferOffset: 0), (prefix: 0, bufferOffset: 16), (prefix: 40, bufferOffset: 4080)])
     func fileReadsArePlacedOnceAndSendTheSameBytes(prefix: Int, bufferOffset: Int) throws {
-        let fileBytes = Data((0..<(1 << 20) + 1234).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ ($0 >> 12)) })
+        var fileBytes = Data()
+        while fileBytes.count < 1 << 20 { fileBytes.append(contentsOf: Self.pattern[..<4099]) }
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("placement-\(UUID().uuidString)")
         try fileBytes.write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
