@@ -229,12 +229,16 @@ final class SegmentBodyReader: BodyReader {
     ) -> Int? {
         let page = 4096
         guard placedSegment != index, space.count > page else { return nil }
-        let distance = (Int(bitPattern: space.baseAddress) &- Int(truncatingIfNeeded: position)) & (page - 1)
-        guard distance != 0, distance < courier_slow_copy_distance_limit else { return nil }
+        // `courier_copy_distance` from the file byte at `position` to `address`.
+        func distance(to address: UnsafeMutableRawPointer?) -> Int {
+            (Int(bitPattern: address) &- Int(truncatingIfNeeded: position)) & (page - 1)
+        }
+        let slow = distance(to: space.baseAddress)
+        guard slow != 0, slow < courier_slow_copy_distance_limit else { return nil }
         placedSegment = index
         // The distance from the buffer's start; 0 only when something is written already
         // (never return nothing written: libcurl takes 0 bytes for the end of the body).
-        let lead = (Int(bitPattern: buffer.baseAddress) &- Int(truncatingIfNeeded: position)) & (page - 1)
+        let lead = distance(to: buffer.baseAddress)
         guard lead > 0 || space.baseAddress != buffer.baseAddress else { return nil }
         return min(lead, space.count)
     }
