@@ -147,6 +147,35 @@ static inline const char *courier_libcurl_version(void) {
     return curl_version_info(CURLVERSION_NOW)->version;
 }
 
+/// The content encodings this libcurl decodes, in the order and form libcurl itself sends in
+/// `Accept-Encoding` when `CURLOPT_ACCEPT_ENCODING` is "" (e.g. "deflate, gzip, br, zstd");
+/// "" when it decodes none.
+static inline const char *courier_content_encodings(void) {
+    static const char *const names[] = {"", "deflate, gzip", "br", "deflate, gzip, br", "zstd",
+                                        "deflate, gzip, zstd", "br, zstd", "deflate, gzip, br, zstd"};
+    int features = curl_version_info(CURLVERSION_NOW)->features;
+    int index = ((features & CURL_VERSION_LIBZ) ? 1 : 0) | ((features & CURL_VERSION_BROTLI) ? 2 : 0) |
+                ((features & CURL_VERSION_ZSTD) ? 4 : 0);
+    return names[index];
+}
+
+/// A parsed URL for `CURLOPT_CURLU`, with the flags libcurl uses for `CURLOPT_URL`; NULL when
+/// libcurl does not accept the URL (the transfer then sets `CURLOPT_URL` only, and libcurl
+/// reports why).
+static inline CURLU *courier_url_parse(const char *url) {
+    CURLU *handle = curl_url();
+    if (!handle) return NULL;
+    if (curl_url_set(handle, CURLUPART_URL, url, CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK) {
+        curl_url_cleanup(handle);
+        return NULL;
+    }
+    return handle;
+}
+
+static inline CURLcode courier_easy_setopt_curlu(CURL *easy, CURLU *url) {
+    return curl_easy_setopt(easy, CURLOPT_CURLU, url);
+}
+
 static inline CURLcode courier_easy_setopt_read_data(CURL *easy, void *data) {
     return curl_easy_setopt(easy, CURLOPT_READDATA, data);
 }

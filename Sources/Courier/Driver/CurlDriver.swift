@@ -97,6 +97,8 @@ final class CurlDriver: @unchecked Sendable {
     private var flushes: [Transfer] = []
     /// Transfers paused by the bandwidth limit, and when they may go on.
     private var throttled: [(deadline: UInt64, transfer: Transfer)] = []
+    /// libcurl's parse of the URLs requested lately, by their text (see `parsedURL(for:)`).
+    private var parsedURLs: [String: ParsedURL] = [:]
     /// Results published during this turn of the loop, for their waiters (see `deliver`).
     private var deliveries:
         [(result: Result<TransferOutput, any Error>, waiters: [UnsafeContinuation<TransferOutput, any Error>])] = []
@@ -291,6 +293,18 @@ final class CurlDriver: @unchecked Sendable {
         curl_easy_pause(easy, mask)
     }
 
+    /// libcurl's parse of `url`, made once and shared by every transfer to it while it is in the
+    /// cache (the 256 URLs requested last, roughly); nil when libcurl does not accept the URL.
+    /// Driver thread.
+    func parsedURL(for url: String) -> ParsedURL? {
+        if let parsed = parsedURLs[url] { return parsed }
+        guard let parsed = ParsedURL(url) else { return nil }
+        // Transfers hold the parses they use, so emptying the cache frees none in use.
+        if parsedURLs.count >= 256 { parsedURLs.removeAll(keepingCapacity: true) }
+        parsedURLs[url] = parsed
+        return parsed
+    }
+
     /// Flushes `transfer`'s sink at the end of this turn. Driver thread.
     func scheduleFlush(_ transfer: Transfer) {
         flushes.append(transfer)
@@ -354,6 +368,7 @@ final class CurlDriver: @unchecked Sendable {
         guard let easy = transfer.easy else { return }
         curl_multi_remove_handle(multi, easy)
         transfer.easy = nil
+        transfer.parsedURL = nil  // released here, on the driver thread
         active.removeValue(forKey: ObjectIdentifier(transfer))
         throttled.removeAll { $0.transfer === transfer }
         _ = transfer.endSink(outcome)
@@ -435,6 +450,7 @@ final class CurlDriver: @unchecked Sendable {
         for transfer in waiting[waitingStart...] { transfer.cancel() }
         waiting.removeAll()
         handles.removeAll()
+        parsedURLs.removeAll()
         // Socket callbacks can still fire in here; `self` is alive (this thread holds it).
         curl_multi_cleanup(multi)
         multi = nil

@@ -12,4 +12,8 @@ enum CurlRuntime {
 
     /// libcurl's version string, e.g. `7.88.1`.
     static let version = String(cString: courier_libcurl_version())
+
+    /// The content encodings libcurl decodes, as it lists them in `Accept-Encoding`
+    /// (`deflate, gzip, br, zstd` for Debian's); empty when none.
+    static let contentEncodings = String(cString: courier_content_encodings())
 }

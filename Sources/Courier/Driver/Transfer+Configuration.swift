@@ -12,6 +12,9 @@ extension Transfer {
         let request = current
         let me = Unmanaged.passUnretained(self).toOpaque()
         try check(courier_easy_setopt_string(easy, CURLOPT_URL, prepared.url), easy)
+        // Set (or cleared) on every hop: a reused handle still points at its last transfer's.
+        parsedURL = driver.parsedURL(for: prepared.url)
+        courier_easy_setopt_curlu(easy, parsedURL?.handle)
         courier_easy_setopt_pointer(easy, CURLOPT_PRIVATE, me)
         courier_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, me)
         courier_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, me)

@@ -37,6 +37,9 @@ final class Transfer: @unchecked Sendable {
     /// `CURLOPT_URL` and `CURLOPT_HTTPHEADER` of the current hop, built on the caller's thread
     /// for the first hop (curl_slist_append needs no handle) and on the driver for redirects.
     var prepared: PreparedHop
+    /// libcurl's parse of `prepared.url` (`CURLOPT_CURLU`), held while the easy handle may read
+    /// it: from `configure` until the driver detaches the transfer.
+    var parsedURL: ParsedURL?
     var redirectCount = 0
     var head = ResponseHeadParser()
     /// The current hop is a redirect whose body is thrown away.
@@ -251,6 +254,26 @@ struct PauseState {
     }
 }
 
+/// A URL as libcurl parsed it (`curl_url_set`), for `CURLOPT_CURLU`. Driver thread only: made,
+/// shared and released there (`CurlDriver.parsedURL(for:)`).
+///
+/// Given only `CURLOPT_URL`, libcurl parses the URL again for every transfer and prints its
+/// normalised form back with its own `printf` (in libcurl 7.88, about 12,000 of the 91,000
+/// instructions a small GET costs it, measured with callgrind). Given this parse as well,
+/// it copies the parse instead; `CURLOPT_URL` is still set, as the text libcurl reports.
+final class ParsedURL {
+    let handle: OpaquePointer
+
+    init?(_ url: String) {
+        guard let handle = courier_url_parse(url) else { return nil }
+        self.handle = handle
+    }
+
+    deinit {
+        curl_url_cleanup(handle)
+    }
+}
+
 /// The URL string and header list of one hop, ready for `curl_easy_setopt`.
 struct PreparedHop: Sendable {
     let url: String
@@ -258,7 +281,11 @@ struct PreparedHop: Sendable {
 
     init(_ request: TransferRequest, sharedHeaders: HeaderList? = nil) {
         url = request.urlString
-        headers = sharedHeaders ?? HeaderList(request.head.headerFields, hasBody: request.body != nil)
+        headers =
+            sharedHeaders
+            ?? HeaderList(
+                request.head.headerFields, hasBody: request.body != nil,
+                acceptsCompressedResponses: request.options.acceptsCompressedResponses)
     }
 }
 
@@ -271,13 +298,19 @@ struct PreparedHop: Sendable {
 final class HeaderList: @unchecked Sendable {
     let list: UnsafeMutablePointer<curl_slist>?
 
-    init(_ fields: HTTPFields, hasBody: Bool) {
+    /// The list for `fields`. With `acceptsCompressedResponses` (and `CURLOPT_ACCEPT_ENCODING`
+    /// set, as `configure` does), an `Accept-Encoding` line names every encoding libcurl decodes,
+    /// unless `fields` has one: the line libcurl would otherwise format anew for every request.
+    init(_ fields: HTTPFields, hasBody: Bool, acceptsCompressedResponses: Bool) {
         var list: UnsafeMutablePointer<curl_slist>?
         for field in fields {
             if field.name == .contentLength || field.name == .transferEncoding { continue }
             // "Name:" would make libcurl drop the header; "Name;" sends it empty.
             let line = field.value.isEmpty ? "\(field.name.rawName);" : "\(field.name.rawName): \(field.value)"
             list = curl_slist_append(list, line)
+        }
+        if acceptsCompressedResponses, fields[.acceptEncoding] == nil, !CurlRuntime.contentEncodings.isEmpty {
+            list = curl_slist_append(list, "Accept-Encoding: \(CurlRuntime.contentEncodings)")
         }
         if hasBody, fields[.expect] == nil {
             // No `Expect: 100-continue` round trip unless the caller asks for one.

@@ -66,9 +66,12 @@ open class HTTPSessionManager {
         /// The default headers plus `additionalHeaders`, validated once per change, and the
         /// libcurl header list for them, shared by every request that sends just those.
         private var cachedSessionFields: (fields: HTTPFields, list: HeaderList)?
+        /// The session asks for compressed responses (the header list names the encodings).
+        let acceptsCompressedResponses: Bool
 
-        init(additionalHeaders: [String: String]) {
+        init(additionalHeaders: [String: String], acceptsCompressedResponses: Bool) {
             self.additionalHeaders = additionalHeaders
+            self.acceptsCompressedResponses = acceptsCompressedResponses
         }
 
         mutating func sessionFields() throws(CourierError) -> (fields: HTTPFields, list: HeaderList) {
@@ -77,7 +80,9 @@ open class HTTPSessionManager {
             fields[.userAgent] = RequestBuilding.userAgent
             fields[.acceptLanguage] = RequestBuilding.acceptLanguage
             try RequestBuilding.apply(additionalHeaders, to: &fields)
-            let cached = (fields, HeaderList(fields, hasBody: false))
+            let cached = (
+                fields, HeaderList(fields, hasBody: false, acceptsCompressedResponses: acceptsCompressedResponses)
+            )
             cachedSessionFields = cached
             return cached
         }
@@ -93,7 +98,10 @@ open class HTTPSessionManager {
         self.base = BaseURL(self.baseURL)
         self.configuration = configuration
         self.logger = logger
-        self.settings = Locked(Settings(additionalHeaders: configuration.additionalHeaders))
+        self.settings = Locked(
+            Settings(
+                additionalHeaders: configuration.additionalHeaders,
+                acceptsCompressedResponses: configuration.acceptsCompressedResponses))
         self.runsHooks = type(of: self) != HTTPSessionManager.self
         self.transferOptions = configuration.transferOptions
         self.proxies = ProxySettings(configured: configuration.proxy)
