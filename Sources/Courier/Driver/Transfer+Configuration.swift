@@ -93,6 +93,8 @@ extension Transfer {
         }
         if let proxy = options.proxy {
             courier_easy_setopt_string(easy, CURLOPT_PROXY, proxy)
+        } else if options.bypassesProxies {
+            courier_easy_setopt_string(easy, CURLOPT_NOPROXY, "*")
         }
     }
 

@@ -56,6 +56,10 @@ struct TransferOptions: Sendable, Equatable {
     var handlesCookies = true
     /// The proxy (`CURLOPT_PROXY`); nil leaves the choice to libcurl's environment variables.
     var proxy: String?
+    /// No proxy is configured and the environment named none when the session was made: libcurl
+    /// is told so (`CURLOPT_NOPROXY` "*") rather than reading five environment variables for
+    /// every request (`getenv` scans the whole environment each time).
+    var bypassesProxies = false
 }
 
 /// Which HTTP version to ask libcurl for (`CURLOPT_HTTP_VERSION`).

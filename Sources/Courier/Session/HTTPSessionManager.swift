@@ -103,8 +103,11 @@ open class HTTPSessionManager {
                 additionalHeaders: configuration.additionalHeaders,
                 acceptsCompressedResponses: configuration.acceptsCompressedResponses))
         self.runsHooks = type(of: self) != HTTPSessionManager.self
-        self.transferOptions = configuration.transferOptions
-        self.proxies = ProxySettings(configured: configuration.proxy)
+        let proxies = ProxySettings(configured: configuration.proxy)
+        var transferOptions = configuration.transferOptions
+        transferOptions.bypassesProxies = proxies.isEmpty
+        self.transferOptions = transferOptions
+        self.proxies = proxies
         let storage = configuration.resolvedStorageDirectory  // reads the environment: once
         self.cache =
             configuration.cacheCapacity > 0

@@ -29,6 +29,9 @@ struct ProxySettings: Sendable {
         https = variable("HTTPS_PROXY", "https_proxy") ?? all
     }
 
+    /// No request goes through a proxy: none is configured and the environment names none.
+    var isEmpty: Bool { http == nil && https == nil }
+
     /// The proxy's protection space for a request to `url`; nil when it goes direct.
     func protectionSpace(for url: URL) -> ProtectionSpace? {
         guard let proxy = url.scheme?.lowercased() == "https" ? https : http,

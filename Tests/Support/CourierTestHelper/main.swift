@@ -6,6 +6,7 @@
 //   CourierTestHelper ephemeral HTTPBIN_URL
 //   CourierTestHelper cookies-set HTTPBIN_URL          (default session, storage from XDG_CACHE_HOME)
 //   CourierTestHelper cookies-echo HTTPBIN_URL
+//   CourierTestHelper get URL                           (ephemeral session; prints the body)
 //   CourierTestHelper background-download IDENTIFIER URL DESTINATION BYTES_PER_SECOND [PAUSE_AT]
 //   CourierTestHelper background-upload IDENTIFIER URL FILE BYTES_PER_SECOND [PAUSE_AT]
 //
@@ -80,6 +81,11 @@ do {
         let api = HTTPSessionManager(baseURL: URL(string: arguments[1])!, configuration: .default)
         let echo: JSON = try await api.GET("cookies")
         say(String(decoding: try JSONEncoder().encode(echo["cookies"]), as: UTF8.self))
+
+    case "get":
+        let api = HTTPSessionManager(configuration: .ephemeral)
+        let body = try await api.GET(arguments[1], serializer: StringResponseSerializer())
+        say(body.replacingOccurrences(of: "\n", with: " "))
 
     case "background-download":
         let api = HTTPSessionManager(configuration: .background(identifier: arguments[1]))
