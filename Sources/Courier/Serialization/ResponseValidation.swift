@@ -43,13 +43,23 @@ public struct ResponseValidation: Sendable, Hashable {
         mediaType(contentType(of: response))
     }
 
+    /// The part before any `;`, without surrounding spaces and tabs, ASCII letters in lower
+    /// case (media types are ASCII tokens, RFC 9110 section 8.3.1). Every JSON response goes
+    /// through here, so it reads the bytes once: Foundation's `trimmingCharacters(in:)` goes
+    /// through `NSString` on Linux and took over a tenth of the decoding benchmark's pool time.
     static func mediaType(_ contentType: String?) -> String? {
-        guard let value = contentType else { return nil }
-        let type = value.split(separator: ";", maxSplits: 1).first.map {
-            $0.trimmingCharacters(in: .whitespaces).lowercased()
+        guard var value = contentType else { return nil }
+        return value.withUTF8 { bytes -> String? in
+            var start = 0
+            var end = bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.count
+            while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
+            while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
+            guard start < end else { return nil }
+            let type = UnsafeBufferPointer(rebasing: bytes[start..<end])
+            func isUpper(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") }
+            guard type.contains(where: isUpper) else { return String(decoding: type, as: UTF8.self) }
+            return String(decoding: type.lazy.map { isUpper($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
         }
-        guard let type, !type.isEmpty else { return nil }
-        return type
     }
 
     /// A parameter of the `Content-Type` (e.g. `charset`), unquoted, when present.
