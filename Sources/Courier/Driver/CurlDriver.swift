@@ -77,14 +77,14 @@ final class CurlDriver: @unchecked Sendable {
 
     // Driver thread only.
     private var multi: UnsafeMutableRawPointer?
-    private var active: [ObjectIdentifier: Transfer] = [:]
+    /// The transfers on the multi handle; each knows its place (`Transfer.activeIndex`).
+    private var active: [Transfer] = []
     private var handles = EasyHandlePool()
     /// Each socket in the epoll set: the interest (`CURL_POLL_*`) it is registered with, and
-    /// whether libcurl has stopped watching it ("parked").
-    private var registered: [Int32: (what: Int32, parked: Bool)] = [:]
-    /// Connection sockets, opened through CURLOPT_OPENSOCKETFUNCTION: libcurl tells us when it
-    /// closes them (CURLOPT_CLOSESOCKETFUNCTION), so they may stay in the epoll set while idle.
-    private var connectionSockets = Set<Int32>()
+    /// whether libcurl has stopped watching it ("parked"); and which sockets are connections,
+    /// opened through CURLOPT_OPENSOCKETFUNCTION: libcurl tells us when it closes them
+    /// (CURLOPT_CLOSESOCKETFUNCTION), so they may stay in the epoll set while idle.
+    private var sockets = SocketTable()
     private var timerDeadline: UInt64?
     /// Transfers waiting for a place under `maximumConcurrentTransfers`, in arrival order.
     private var waiting: [Transfer] = []
@@ -181,12 +181,13 @@ final class CurlDriver: @unchecked Sendable {
                 let event = events[index]
                 if event.fd == wakeFD {
                     woken = true
-                } else if let entry = registered[event.fd] {
-                    if entry.parked {
+                } else if sockets[event.fd].interest != nil {
+                    if sockets[event.fd].parked {
                         // An idle keep-alive connection became readable (the server closed it):
                         // libcurl is not watching it, so stop reporting it. libcurl finds the
                         // connection dead when it next considers reusing it.
-                        registered[event.fd] = nil
+                        sockets[event.fd].interest = nil
+                        sockets[event.fd].parked = false
                         courier_epoll_unwatch(epollFD, event.fd)
                     } else {
                         curl_multi_socket_action(multi, event.fd, Int32(event.events), &running)
@@ -345,7 +346,8 @@ final class CurlDriver: @unchecked Sendable {
         let easy = handles.take(for: transfer)
         transfer.easy = easy
         transfer.beginHop()
-        active[ObjectIdentifier(transfer)] = transfer
+        transfer.activeIndex = active.count
+        active.append(transfer)
         do {
             try transfer.configure(easy)
         } catch {
@@ -369,7 +371,14 @@ final class CurlDriver: @unchecked Sendable {
         curl_multi_remove_handle(multi, easy)
         transfer.easy = nil
         transfer.parsedURL = nil  // released here, on the driver thread
-        active.removeValue(forKey: ObjectIdentifier(transfer))
+        // Swap-remove: the last transfer takes this one's place.
+        let index = transfer.activeIndex
+        let last = active.removeLast()
+        if last !== transfer {
+            active[index] = last
+            last.activeIndex = index
+        }
+        transfer.activeIndex = -1
         throttled.removeAll { $0.transfer === transfer }
         _ = transfer.endSink(outcome)
         handles.giveBack(easy, after: transfer)
@@ -434,7 +443,7 @@ final class CurlDriver: @unchecked Sendable {
     }
 
     private func tearDown() {
-        for transfer in Array(active.values) {
+        for transfer in active {
             transfer.cancel()
             detach(transfer)
         }
@@ -470,20 +479,24 @@ final class CurlDriver: @unchecked Sendable {
     /// and adds it again for the next one; a connection socket is therefore only "parked" on
     /// removal, and taken back without a system call when the interest is the same.
     fileprivate func watch(socket: Int32, what: Int32) {
+        var entry = sockets[socket]
         if what == CURL_POLL_REMOVE {
-            guard let entry = registered[socket] else { return }
-            if connectionSockets.contains(socket) {
-                registered[socket] = (entry.what, true)
+            guard entry.interest != nil else { return }
+            if entry.isConnection {
+                entry.parked = true
             } else {
                 // Not ours to track (e.g. the resolver's socket pair): gone for good.
-                registered[socket] = nil
+                entry.interest = nil
                 courier_epoll_unwatch(epollFD, socket)
             }
+            sockets[socket] = entry
             return
         }
-        let previous = registered[socket]
-        registered[socket] = (what, false)
-        guard previous?.what != what else { return }
+        let previous = entry.interest
+        entry.interest = what
+        entry.parked = false
+        sockets[socket] = entry
+        guard previous != what else { return }
         let add: Int32 = previous == nil ? 1 : 0
         if courier_epoll_set(epollFD, socket, what, add) != 0 {
             // Out of step with the kernel (a descriptor closed and reused): the other operation.
@@ -494,15 +507,14 @@ final class CurlDriver: @unchecked Sendable {
     /// CURLOPT_OPENSOCKETFUNCTION: a connection socket is born.
     fileprivate func openSocket(_ address: UnsafeMutablePointer<curl_sockaddr>) -> Int32 {
         let socket = courier_open_socket(address)
-        if socket >= 0 { connectionSockets.insert(socket) }
+        if socket >= 0 { sockets[socket] = SocketTable.Entry(interest: nil, parked: false, isConnection: true) }
         return socket
     }
 
     /// CURLOPT_CLOSESOCKETFUNCTION: a connection socket dies. Closing it also takes it out of
     /// the epoll set (libcurl never duplicates its sockets).
     fileprivate func closeSocket(_ socket: Int32) -> Int32 {
-        connectionSockets.remove(socket)
-        registered[socket] = nil
+        sockets[socket] = SocketTable.Entry()
         return close(socket)
     }
 

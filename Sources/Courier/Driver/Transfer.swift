@@ -25,6 +25,8 @@ final class Transfer: @unchecked Sendable {
 
     /// The easy handle while the transfer is on the multi handle.
     var easy: UnsafeMutableRawPointer?
+    /// Where the driver's list of active transfers holds this one; -1 when it does not.
+    var activeIndex = -1
     /// The handle last ran a plain transfer with the same options: only per-request options
     /// need setting (see `EasyHandlePool`).
     var handleIsClean = false

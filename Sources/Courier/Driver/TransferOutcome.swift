@@ -9,8 +9,8 @@ enum TransferOutcome {
 
     /// Reads the result of the current hop from the easy handle. Driver thread.
     static func evaluate(_ transfer: Transfer, easy: UnsafeMutableRawPointer, code: CURLcode) -> TransferOutcome {
-        let request = transfer.current
         if code != CURLE_OK {
+            let request = transfer.current
             let body = transfer.endSink(.failed)
             if let failure = transfer.callbackFailure {
                 return .done(.failure(failure.withContext { if $0.url == nil { $0.url = request.url } }))
@@ -26,9 +26,12 @@ enum TransferOutcome {
             return .done(
                 .failure(
                     CourierError.invalidResponse(
-                        .init(url: request.url, message: "The server closed the connection without a response head"))))
+                        .init(
+                            url: transfer.current.url,
+                            message: "The server closed the connection without a response head"))))
         }
         if transfer.discardingBody, let response = transfer.head.response {
+            let request = transfer.current
             do {
                 let location = redirectLocation(easy, response: response, base: request.url)
                 return .redirect(
@@ -45,7 +48,7 @@ enum TransferOutcome {
         return .done(
             .success(
                 TransferOutput(
-                    request: request.head, head: transfer.head, body: transfer.endSink(.completed),
+                    request: transfer.current.head, head: transfer.head, body: transfer.endSink(.completed),
                     metrics: metrics))
         )
     }

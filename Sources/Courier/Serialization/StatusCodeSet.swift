@@ -8,9 +8,10 @@ public struct StatusCodeSet: Sendable, Hashable, Sequence, ExpressibleByArrayLit
         ) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
     /// The codes in `codes` that lie in 0...1023.
-    public init(_ codes: some Sequence<Int>) {
-        if let range = codes as? Range<Int> {
-            insert(range)
+    public init<Codes: Sequence<Int>>(_ codes: Codes) {
+        // A type comparison, not `as?`: a dynamic cast costs more than the rest of the init.
+        if Codes.self == Range<Int>.self {
+            insert(unsafeBitCast(codes, to: Range<Int>.self))
         } else if let range = codes as? ClosedRange<Int> {
             insert(range.lowerBound..<(range.upperBound == .max ? range.upperBound : range.upperBound + 1))
         } else {
@@ -43,8 +44,24 @@ public struct StatusCodeSet: Sendable, Hashable, Sequence, ExpressibleByArrayLit
         }
     }
 
+    /// Sets the bits of `range` (clipped to 0..<1024) a word at a time.
     private mutating func insert(_ range: Range<Int>) {
-        for code in Swift.max(0, range.lowerBound)..<Swift.min(1024, Swift.max(0, range.upperBound)) { insert(code) }
+        let lower = Swift.max(0, range.lowerBound)
+        let upper = Swift.min(1024, Swift.max(lower, range.upperBound))
+        guard lower < upper else { return }
+        withUnsafeMutableBytes(of: &words) { bytes in
+            var code = lower
+            while code < upper {
+                let offset = (code >> 6) * 8
+                let first = code & 63
+                let count = Swift.min(64 - first, upper - code)
+                let bits: UInt64 = count == 64 ? .max : ((1 << UInt64(count)) - 1) << UInt64(first)
+                bytes.storeBytes(
+                    of: bytes.load(fromByteOffset: offset, as: UInt64.self) | bits, toByteOffset: offset,
+                    as: UInt64.self)
+                code += count
+            }
+        }
     }
 
     /// The codes in ascending order.

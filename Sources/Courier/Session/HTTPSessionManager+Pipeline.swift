@@ -125,7 +125,7 @@ extension HTTPSessionManager {
 struct CacheLookup: Sendable {
     private let cache: HTTPCache?
     private let policy: CachePolicy
-    private let key: String
+    private let urlString: String
     private let request: HTTPRequest
     private let lifetime: Duration?
     private var entry: CachedResponse?
@@ -142,23 +142,23 @@ struct CacheLookup: Sendable {
     ) {
         policy = call.options.cachePolicy ?? manager.configuration.cachePolicy
         self.request = request
+        self.urlString = urlString
         lifetime = call.options.cacheLifetime
         // Only GETs of data tasks, without `Cache-Control: no-store` in the request; anything
         // else (and any session without a cache) pays for nothing more here.
         guard let sessionCache = manager.cache, sink == nil, body == nil, request.method == .get else {
             cache = nil
-            key = ""
             return
         }
         let requestControl = CacheControl(request.headerFields[values: .cacheControl])
         cache = requestControl.noStore ? nil : sessionCache
-        key = HTTPCache.key(method: request.method, url: urlString)
         guard let cache else { return }
         guard policy != .reloadIgnoringCacheData else {
             mayHoldStored = true
             return
         }
-        if let stored = cache.entry(for: key) {
+        // An empty cache (every response `no-store`, say) costs no key and no lookup.
+        if cache.count != 0, let stored = cache.entry(for: key) {
             mayHoldStored = true
             if stored.matchesVary(request) {
                 entry = stored
@@ -186,6 +186,9 @@ struct CacheLookup: Sendable {
             return nil
         }
     }
+
+    /// The entry's key in the cache: built only when the cache is consulted or changed.
+    private var key: String { HTTPCache.key(method: request.method, url: urlString) }
 
     /// Whether the load is a revalidation of a stale entry.
     var revalidates: Bool {
