@@ -150,35 +150,68 @@ struct CacheControl {
     var isPublic = false
 
     /// Parses the values of `Cache-Control` fields. Every response of a session with a cache
-    /// goes through here, so it walks the text by index, without intermediate arrays or
-    /// Foundation's trimming.
+    /// goes through here, so it walks the UTF-8 bytes once: directive names are ASCII tokens
+    /// (RFC 9111 section 5.2), compared without building strings or grapheme clusters.
     init(_ values: [String]) {
         for value in values {
-            var rest = value[...]
-            while !rest.isEmpty {
-                let comma = rest.firstIndex(of: ",") ?? rest.endIndex
-                let directive = rest[..<comma]
-                rest = comma < rest.endIndex ? rest[rest.index(after: comma)...] : ""
-                let equals = directive.firstIndex(of: "=")
-                let name = Self.trimmed(directive[..<(equals ?? directive.endIndex)])
-                switch name.lowercased() {
-                case "max-age":
-                    maxAge = equals.flatMap {
-                        TimeInterval(Self.trimmed(directive[directive.index(after: $0)...], also: "\""))
-                    }
-                case "no-store": noStore = true
-                case "no-cache": noCache = true
-                case "must-revalidate", "proxy-revalidate": mustRevalidate = true
-                case "public", "s-maxage": isPublic = true
-                default: break
-                }
-            }
+            var value = value
+            value.withUTF8 { bytes in parse(bytes) }
         }
     }
 
-    /// `text` without leading and trailing spaces, tabs (and `extra`).
-    private static func trimmed(_ text: Substring, also extra: Character? = nil) -> Substring {
-        let isTrimmed: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == extra }
+    private mutating func parse(_ bytes: UnsafeBufferPointer<UInt8>) {
+        var start = 0
+        while start < bytes.count {
+            var end = start
+            while end < bytes.count, bytes[end] != UInt8(ascii: ",") { end += 1 }
+            directive(UnsafeBufferPointer(rebasing: bytes[start..<end]))
+            start = end + 1
+        }
+    }
+
+    /// One `name` or `name=value` directive.
+    private mutating func directive(_ bytes: UnsafeBufferPointer<UInt8>) {
+        let equals = bytes.firstIndex(of: UInt8(ascii: "="))
+        let name = Self.trimmed(bytes, 0..<(equals ?? bytes.count))
+        func named(_ text: StaticString) -> Bool {
+            guard name.count == text.utf8CodeUnitCount else { return false }
+            let expected = UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
+            // ASCII case folding of A-Z only; the expected names are lower-case.
+            return zip(name, expected).allSatisfy { byte, lower in
+                (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte) == lower
+            }
+        }
+        if named("max-age") {
+            maxAge = equals.flatMap { equals in
+                let value = Self.trimmed(bytes, (equals + 1)..<bytes.count, also: UInt8(ascii: "\""))
+                return TimeInterval(String(decoding: value, as: UTF8.self))
+            }
+        } else if named("no-store") {
+            noStore = true
+        } else if named("no-cache") {
+            noCache = true
+        } else if named("must-revalidate") || named("proxy-revalidate") {
+            mustRevalidate = true
+        } else if named("public") || named("s-maxage") {
+            isPublic = true
+        }
+    }
+
+    /// `bytes[range]` without leading and trailing spaces, tabs (and `extra`).
+    private static func trimmed(
+        _ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, also extra: UInt8? = nil
+    ) -> UnsafeBufferPointer<UInt8> {
+        func isTrimmed(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == extra }
+        var lower = range.lowerBound
+        var upper = range.upperBound
+        while lower < upper, isTrimmed(bytes[lower]) { lower += 1 }
+        while upper > lower, isTrimmed(bytes[upper - 1]) { upper -= 1 }
+        return UnsafeBufferPointer(rebasing: bytes[lower..<upper])
+    }
+
+    /// `text` without leading and trailing spaces and tabs.
+    private static func trimmed(_ text: Substring) -> Substring {
+        let isTrimmed: (Character) -> Bool = { $0 == " " || $0 == "\t" }
         guard let first = text.firstIndex(where: { !isTrimmed($0) }),
             let last = text.lastIndex(where: { !isTrimmed($0) })
         else { return "" }
