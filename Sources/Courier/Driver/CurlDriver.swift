@@ -38,6 +38,11 @@ final class CurlDriver: @unchecked Sendable {
         case setRate(Transfer, Int64?)
     }
 
+    /// A transfer's result and the continuations waiting for it.
+    typealias Delivery = (
+        result: Result<TransferOutput, any Error>, waiters: [UnsafeContinuation<TransferOutput, any Error>]
+    )
+
     private struct Inbox {
         var commands: [Command] = []
         /// A wakeup is pending (or the loop has not polled since the last one).
@@ -86,6 +91,8 @@ final class CurlDriver: @unchecked Sendable {
     /// (CURLOPT_CLOSESOCKETFUNCTION), so they may stay in the epoll set while idle.
     private var sockets = SocketTable()
     private var timerDeadline: UInt64?
+    /// The commands taken from the inbox this turn (see `takeCommands`).
+    private var taken: [Command] = []
     /// Transfers waiting for a place under `maximumConcurrentTransfers`, in arrival order.
     private var waiting: [Transfer] = []
     private var waitingStart = 0
@@ -100,8 +107,7 @@ final class CurlDriver: @unchecked Sendable {
     /// libcurl's parse of the URLs requested lately, by their text (see `parsedURL(for:)`).
     private var parsedURLs: [String: ParsedURL] = [:]
     /// Results published during this turn of the loop, for their waiters (see `deliver`).
-    private var deliveries:
-        [(result: Result<TransferOutput, any Error>, waiters: [UnsafeContinuation<TransferOutput, any Error>])] = []
+    private var deliveries: [Delivery] = []
 
     init(limits: Limits, name: String = "courier-driver") {
         _ = CurlRuntime.initialized
@@ -196,9 +202,9 @@ final class CurlDriver: @unchecked Sendable {
             }
             if woken {
                 courier_wakeup_drain(wakeFD)
-                let (commands, shuttingDown) = takeCommands()
-                for command in commands { perform(command) }
-                stop = shuttingDown
+                stop = takeCommands()
+                for command in taken { perform(command) }
+                taken.removeAll(keepingCapacity: true)
             }
             if !throttled.isEmpty { releaseThrottled() }
             if let deadline = timerDeadline, courier_monotonic_nanoseconds() >= deadline {
@@ -226,32 +232,48 @@ final class CurlDriver: @unchecked Sendable {
         deliveries.append((result, waiters))
     }
 
+    /// Resumes this turn's waiters. A few are resumed here; a larger batch goes to one task on
+    /// the global executor, which resumes them all: each resumption costs the runtime an
+    /// enqueue (and often a wakeup), which would otherwise be paid on this thread, the one that
+    /// every transfer of the session waits for.
     private func resumeWaiters() {
         guard !deliveries.isEmpty else { return }
+        if deliveries.count < 4 {
+            Self.resume(deliveries)
+            deliveries.removeAll(keepingCapacity: true)
+            return
+        }
+        let batch = deliveries
+        deliveries = []
+        deliveries.reserveCapacity(batch.count)
+        Task.detached { Self.resume(batch) }
+    }
+
+    private static func resume(_ deliveries: [Delivery]) {
         for delivery in deliveries {
             for waiter in delivery.waiters { waiter.resume(with: delivery.result) }
         }
-        deliveries.removeAll(keepingCapacity: true)
     }
 
     /// Milliseconds until libcurl's timer or the next throttled transfer, rounded up; -1 when
     /// there is neither.
     private func pollTimeout() -> Int32 {
-        let next = throttled.map(\.deadline).min()
-        guard let deadline = [timerDeadline, next].compactMap({ $0 }).min() else { return -1 }
+        var earliest = timerDeadline
+        for entry in throttled where entry.deadline < earliest ?? .max { earliest = entry.deadline }
+        guard let deadline = earliest else { return -1 }
         let now = courier_monotonic_nanoseconds()
         guard deadline > now else { return 0 }
         return Int32(min((deadline - now + 999_999) / 1_000_000, 60_000))
     }
 
-    /// Takes the queued commands and clears the wakeup flag, so the next submission wakes us.
-    private func takeCommands() -> ([Command], Bool) {
+    /// Moves the queued commands into `taken` and clears the wakeup flag, so the next submission
+    /// wakes us. Returns whether the driver is shutting down.
+    private func takeCommands() -> Bool {
         inbox.withLock { inbox in
-            defer {
-                inbox.commands.removeAll(keepingCapacity: true)
-                inbox.signalled = false
-            }
-            return (inbox.commands, inbox.shuttingDown)
+            // Swapped, not copied: both arrays keep their storage from turn to turn.
+            swap(&inbox.commands, &taken)
+            inbox.signalled = false
+            return inbox.shuttingDown
         }
     }
 
@@ -448,8 +470,8 @@ final class CurlDriver: @unchecked Sendable {
             detach(transfer)
         }
         // Commands that arrived after the last pass, and transfers still waiting: cancelled.
-        let (leftovers, _) = takeCommands()
-        for command in leftovers {
+        _ = takeCommands()
+        for command in taken {
             switch command {
             case .add(let transfer): transfer.cancel()
             case .run(let work): work(self)  // answers its caller (the engine still exists)
