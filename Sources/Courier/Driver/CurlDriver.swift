@@ -106,6 +106,7 @@ final class CurlDriver: @unchecked Sendable {
     private var throttled: [(deadline: UInt64, transfer: Transfer)] = []
     /// libcurl's parse of the URLs requested lately, by their text (see `parsedURL(for:)`).
     private var parsedURLs: [String: ParsedURL] = [:]
+    private var lastParsedURL: (url: String, parsed: ParsedURL)?
     /// Results published during this turn of the loop, for their waiters (see `deliver`).
     private var deliveries: [Delivery] = []
 
@@ -320,11 +321,17 @@ final class CurlDriver: @unchecked Sendable {
     /// cache (the 256 URLs requested last, roughly); nil when libcurl does not accept the URL.
     /// Driver thread.
     func parsedURL(for url: String) -> ParsedURL? {
-        if let parsed = parsedURLs[url] { return parsed }
+        // The same URL as the last request (an API client's common case): compared, not hashed.
+        if let last = lastParsedURL, last.url == url { return last.parsed }
+        if let parsed = parsedURLs[url] {
+            lastParsedURL = (url, parsed)
+            return parsed
+        }
         guard let parsed = ParsedURL(url) else { return nil }
         // Transfers hold the parses they use, so emptying the cache frees none in use.
         if parsedURLs.count >= 256 { parsedURLs.removeAll(keepingCapacity: true) }
         parsedURLs[url] = parsed
+        lastParsedURL = (url, parsed)
         return parsed
     }
 
@@ -482,6 +489,7 @@ final class CurlDriver: @unchecked Sendable {
         waiting.removeAll()
         handles.removeAll()
         parsedURLs.removeAll()
+        lastParsedURL = nil
         // Socket callbacks can still fire in here; `self` is alive (this thread holds it).
         curl_multi_cleanup(multi)
         multi = nil

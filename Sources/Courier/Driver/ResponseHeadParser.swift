@@ -55,14 +55,20 @@ struct ResponseHeadParser: Sendable {
         }
         guard statusCode != 0, !isComplete else { return false }  // trailers, or garbage before a status line
         let text = UnsafeRawBufferPointer(rebasing: line[0..<end])
-        if Self.hasName(text, "content-length") {
-            contentLength = Self.integerValue(text, after: 15)
-        } else if Self.hasName(text, "content-encoding") {
-            hasContentEncoding = true
-        } else if Self.hasName(text, "location") {
-            hasLocation = true
-        } else if Self.hasName(text, "set-cookie") {
-            hasSetCookie = true
+        // The first letter picks the candidates (most lines match none of them).
+        switch text[0] | 0x20 {
+        case UInt8(ascii: "c"):
+            if Self.hasName(text, "content-length") {
+                contentLength = Self.integerValue(text, after: 15)
+            } else if Self.hasName(text, "content-encoding") {
+                hasContentEncoding = true
+            }
+        case UInt8(ascii: "l"):
+            if Self.hasName(text, "location") { hasLocation = true }
+        case UInt8(ascii: "s"):
+            if Self.hasName(text, "set-cookie") { hasSetCookie = true }
+        default:
+            break
         }
         lines.append(contentsOf: text)
         lines.append(0x0A)
