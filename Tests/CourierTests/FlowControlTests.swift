@@ -91,8 +91,10 @@ import Testing
     @Test func aQueueCanCancelTheRestWhenOneFails() async throws {
         let api = try await faultManager()
         let queue = TransferQueue(maximumConcurrentTasks: 2, cancelsRemainingOnFailure: true)
+        // 100 s of drip: still running when the failure cancels it, however loaded the machine
+        // (10 s was not always enough under ThreadSanitizer with the whole suite).
         let slow = api.dataTask(
-            .get, "drip", parameters: ["n": 100, "delay": 100], serializer: DataResponseSerializer())
+            .get, "drip", parameters: ["n": 100, "delay": 1000], serializer: DataResponseSerializer())
         slow.suspend()
         queue.add { () -> DataTask<Data> in
             slow.resume()
