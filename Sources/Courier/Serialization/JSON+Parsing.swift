@@ -172,15 +172,11 @@ private struct JSONParser {
                 guard index < bytes.count else { throw failure("unexpected end of input") }
                 let escape = bytes[index]
                 index += 1
+                if let byte = JSONEscape.byte(for: escape) {
+                    scalars.append(byte)
+                    continue
+                }
                 switch escape {
-                case UInt8(ascii: "\""): scalars.append(0x22)
-                case UInt8(ascii: "\\"): scalars.append(0x5C)
-                case UInt8(ascii: "/"): scalars.append(0x2F)
-                case UInt8(ascii: "b"): scalars.append(0x08)
-                case UInt8(ascii: "f"): scalars.append(0x0C)
-                case UInt8(ascii: "n"): scalars.append(0x0A)
-                case UInt8(ascii: "r"): scalars.append(0x0D)
-                case UInt8(ascii: "t"): scalars.append(0x09)
                 case UInt8(ascii: "u"):
                     var code = try parseHex4()
                     if (0xD800..<0xDC00).contains(code) {
@@ -272,5 +268,22 @@ private struct JSONParser {
         if isInteger, let integer = Int(text) { return .int(integer) }
         guard let double = Double(text) else { throw failure("invalid number") }
         return .double(double)
+    }
+}
+
+/// JSON's one-character escapes (RFC 8259 section 7).
+enum JSONEscape {
+    /// The byte `\<escape>` stands for (`n` gives a line feed); nil for `u` and for anything
+    /// that is not an escape.
+    static func byte(for escape: UInt8) -> UInt8? {
+        switch escape {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): escape
+        case UInt8(ascii: "b"): 0x08
+        case UInt8(ascii: "f"): 0x0C
+        case UInt8(ascii: "n"): 0x0A
+        case UInt8(ascii: "r"): 0x0D
+        case UInt8(ascii: "t"): 0x09
+        default: nil
+        }
     }
 }

@@ -203,14 +203,12 @@ final class JSONTape {
                     escaped = true
                     index += 1
                     guard index < bytes.count else { throw TapeDecodingUnsupported() }
-                    switch bytes[index] {
-                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
-                        UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    if JSONEscape.byte(for: bytes[index]) != nil {
                         index += 1
-                    case UInt8(ascii: "u"):
+                    } else if bytes[index] == UInt8(ascii: "u") {
                         index += 1
                         try unicodeEscape()
-                    default:
+                    } else {
                         throw TapeDecodingUnsupported()
                     }
                     continue
@@ -333,23 +331,19 @@ final class JSONTape {
             }
             let escape = bytes[position + 1]
             position += 2
-            switch escape {
-            case UInt8(ascii: "b"): decoded.append(0x08)
-            case UInt8(ascii: "f"): decoded.append(0x0C)
-            case UInt8(ascii: "n"): decoded.append(0x0A)
-            case UInt8(ascii: "r"): decoded.append(0x0D)
-            case UInt8(ascii: "t"): decoded.append(0x09)
-            case UInt8(ascii: "u"):
-                var code = hex4(at: position)
-                position += 4
-                if (0xD800..<0xDC00).contains(code) {
-                    let low = hex4(at: position + 2)
-                    position += 6
-                    code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
-                }
-                UTF8.encode(Unicode.Scalar(code)!) { decoded.append($0) }
-            default: decoded.append(escape)  // " \ /
+            if let byte = JSONEscape.byte(for: escape) {
+                decoded.append(byte)
+                continue
             }
+            // `\uXXXX`, and the low half of a surrogate pair after a high one (checked).
+            var code = hex4(at: position)
+            position += 4
+            if (0xD800..<0xDC00).contains(code) {
+                let low = hex4(at: position + 2)
+                position += 6
+                code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+            }
+            UTF8.encode(Unicode.Scalar(code)!) { decoded.append($0) }
         }
         return String(decoding: decoded, as: UTF8.self)
     }

@@ -386,23 +386,17 @@ struct TapeUnkeyedContainer: UnkeyedDecodingContainer {
         return true
     }
 
-    mutating func decode(_ type: Bool.Type) throws -> Bool {
-        let value = try context.bool(at: try current(type), path: elementPath)
+    /// Reads the current element with `read`, and moves past it only when that succeeded (as
+    /// `JSONDecoder`'s container does). `type` names what was expected, at the end.
+    private mutating func next<T>(_ type: Any.Type, _ read: (Int, TapePath) throws -> T) throws -> T {
+        let value = try read(try current(type), elementPath)
         advance()
         return value
     }
 
-    mutating func decode(_ type: String.Type) throws -> String {
-        let value = try context.string(at: try current(type), path: elementPath)
-        advance()
-        return value
-    }
-
-    mutating func decode(_ type: Double.Type) throws -> Double {
-        let value = try context.double(at: try current(type), path: elementPath)
-        advance()
-        return value
-    }
+    mutating func decode(_ type: Bool.Type) throws -> Bool { try next(type, context.bool) }
+    mutating func decode(_ type: String.Type) throws -> String { try next(type, context.string) }
+    mutating func decode(_ type: Double.Type) throws -> Double { try next(type, context.double) }
 
     mutating func decode(_ type: Float.Type) throws -> Float { throw context.bail() }
 
@@ -418,31 +412,25 @@ struct TapeUnkeyedContainer: UnkeyedDecodingContainer {
     mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try integer(type) }
 
     private mutating func integer<T: FixedWidthInteger>(_ type: T.Type) throws -> T {
-        let value = try context.integer(type, at: try current(type), path: elementPath)
-        advance()
-        return value
+        try next(type) { [context] in try context.integer(type, at: $0, path: $1) }
     }
 
     mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
-        let value = try context.value(type, at: try current(type), path: elementPath)
-        advance()
-        return value
+        try next(type) { [context] in try context.value(type, at: $0, path: $1) }
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(
         keyedBy type: NestedKey.Type
     ) throws -> KeyedDecodingContainer<NestedKey> {
-        let container = try TapeDecoder(context: context, node: try current(type), path: elementPath)
-            .container(keyedBy: type)
-        advance()
-        return container
+        try next([String: Any].self) { [context] in
+            try TapeDecoder(context: context, node: $0, path: $1).container(keyedBy: type)
+        }
     }
 
     mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
-        let container = try TapeDecoder(context: context, node: try current([Any].self), path: elementPath)
-            .unkeyedContainer()
-        advance()
-        return container
+        try next([Any].self) { [context] in
+            try TapeDecoder(context: context, node: $0, path: $1).unkeyedContainer()
+        }
     }
 
     mutating func superDecoder() throws -> any Decoder { throw context.bail() }
