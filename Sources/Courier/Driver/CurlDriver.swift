@@ -233,27 +233,12 @@ final class CurlDriver: @unchecked Sendable {
         deliveries.append((result, waiters))
     }
 
-    /// Resumes this turn's waiters. A few are resumed here; a larger batch goes to one task on
-    /// the global executor, which resumes them all: each resumption costs the runtime an
-    /// enqueue (and often a wakeup), which would otherwise be paid on this thread, the one that
-    /// every transfer of the session waits for.
     private func resumeWaiters() {
         guard !deliveries.isEmpty else { return }
-        if deliveries.count < 4 {
-            Self.resume(deliveries)
-            deliveries.removeAll(keepingCapacity: true)
-            return
-        }
-        let batch = deliveries
-        deliveries = []
-        deliveries.reserveCapacity(batch.count)
-        Task.detached { Self.resume(batch) }
-    }
-
-    private static func resume(_ deliveries: [Delivery]) {
         for delivery in deliveries {
             for waiter in delivery.waiters { waiter.resume(with: delivery.result) }
         }
+        deliveries.removeAll(keepingCapacity: true)
     }
 
     /// Milliseconds until libcurl's timer or the next throttled transfer, rounded up; -1 when
