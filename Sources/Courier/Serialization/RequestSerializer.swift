@@ -55,6 +55,7 @@ public struct HTTPRequestSerializer: RequestSerializer {
 
     /// Encodes into the query or a form body, depending on the method.
     public func serialize(_ request: HTTPRequest, parameters: JSON?) throws(CourierError) -> SerializedRequest {
+        guard parameters != nil else { return SerializedRequest(request: request) }
         if queryMethods.contains(request.method) {
             return try QueryRequestSerializer().serialize(request, parameters: parameters)
         }
@@ -105,6 +106,7 @@ public struct JSONRequestSerializer: RequestSerializer {
 
     /// Encodes the parameters as a JSON body (keys sorted), or into the query.
     public func serialize(_ request: HTTPRequest, parameters: JSON?) throws(CourierError) -> SerializedRequest {
+        guard parameters != nil else { return SerializedRequest(request: request) }
         if queryMethods.contains(request.method) {
             return try QueryRequestSerializer().serialize(request, parameters: parameters)
         }

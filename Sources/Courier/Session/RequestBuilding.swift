@@ -62,17 +62,24 @@ enum RequestBuilding {
     /// fields need no check (`HTTPField` replaces invalid bytes with spaces); the pseudo-fields
     /// (scheme, authority, path) may have been set to anything.
     static func urlString(of request: HTTPRequest) throws(CourierError) -> String {
-        guard let scheme = request.scheme?.lowercased(), let authority = request.authority, let path = request.path
-        else {
+        guard var scheme = request.scheme, let authority = request.authority, let path = request.path else {
             throw .invalidURL(.init(message: "The request has no scheme, authority or path"))
         }
-        let text = "\(scheme)://\(authority)\(path)"
+        // Every request goes through here: the usual lower-case schemes are not lower-cased
+        // again, and the text is built with one allocation.
+        if scheme != "http" && scheme != "https" { scheme = scheme.lowercased() }
+        var text = scheme
+        text.reserveCapacity(scheme.utf8.count + 3 + authority.utf8.count + path.utf8.count)
+        text += "://"
+        text += authority
+        text += path
         guard scheme == "http" || scheme == "https" else {
             throw .unsupportedScheme(
                 .init(url: URL(string: text), message: "Only http and https URLs are supported, not \(scheme)"))
         }
-        guard !authority.isEmpty, path.hasPrefix("/"),
-            !text.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F })
+        func isControlOrSpace(_ byte: UInt8) -> Bool { byte <= 0x20 || byte == 0x7F }
+        guard !authority.isEmpty, path.utf8.first == UInt8(ascii: "/"),
+            !authority.utf8.contains(where: isControlOrSpace), !path.utf8.contains(where: isControlOrSpace)
         else {
             throw .invalidURL(.init(url: URL(string: text), message: "'\(text)' is not a valid URL"))
         }
