@@ -110,15 +110,7 @@ struct ResponseHeadParser: Sendable {
                     if end - start > name.count, bytes[start + name.count] == UInt8(ascii: ":"),
                         name.indices.allSatisfy({ bytes[start + $0] | 0x20 == name[$0] | 0x20 })
                     {
-                        var valueStart = start + name.count + 1
-                        var valueEnd = end
-                        while valueStart < valueEnd, bytes[valueStart] == 0x20 || bytes[valueStart] == 0x09 {
-                            valueStart += 1
-                        }
-                        while valueEnd > valueStart, bytes[valueEnd - 1] == 0x20 || bytes[valueEnd - 1] == 0x09 {
-                            valueEnd -= 1
-                        }
-                        body(valueStart..<valueEnd)
+                        body(bytes.trimmingWhitespace((start + name.count + 1)..<end))
                     }
                     start = end + 1
                 }
@@ -156,11 +148,8 @@ struct ResponseHeadParser: Sendable {
         let nameBytes = UnsafeRawBufferPointer(rebasing: line[0..<colon])
         guard let name = Self.commonName(nameBytes) ?? HTTPField.Name(String(decoding: nameBytes, as: UTF8.self))
         else { return }
-        var valueStart = colon + 1
-        var valueEnd = line.count
-        while valueStart < valueEnd, line[valueStart] == 0x20 || line[valueStart] == 0x09 { valueStart += 1 }
-        while valueEnd > valueStart, line[valueEnd - 1] == 0x20 || line[valueEnd - 1] == 0x09 { valueEnd -= 1 }
-        fields.append(HTTPField(name: name, value: UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd])))
+        let value = line.trimmingWhitespace((colon + 1)..<line.count)
+        fields.append(HTTPField(name: name, value: UnsafeRawBufferPointer(rebasing: line[value])))
     }
 
     /// Names servers send on almost every response, matched byte for byte in the casing they

@@ -216,15 +216,8 @@ private struct JSONParser {
         guard index + 4 <= bytes.count else { throw failure("unexpected end of input") }
         var value: UInt32 = 0
         for _ in 0..<4 {
-            let byte = bytes[index]
-            let digit: UInt8
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
-            default: throw failure("invalid \\u escape")
-            }
-            value = value << 4 | UInt32(digit)
+            guard let digit = JSONEscape.hexDigit(bytes[index]) else { throw failure("invalid \\u escape") }
+            value = value << 4 | digit
             index += 1
         }
         return value
@@ -283,6 +276,16 @@ enum JSONEscape {
         case UInt8(ascii: "n"): 0x0A
         case UInt8(ascii: "r"): 0x0D
         case UInt8(ascii: "t"): 0x09
+        default: nil
+        }
+    }
+
+    /// The value of a hex digit of a `\uXXXX` escape, either case; nil for any other byte.
+    static func hexDigit(_ byte: UInt8) -> UInt32? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(byte - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt32(byte - UInt8(ascii: "a") + 10)
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): UInt32(byte - UInt8(ascii: "A") + 10)
         default: nil
         }
     }

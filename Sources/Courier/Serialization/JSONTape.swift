@@ -258,7 +258,7 @@ final class JSONTape {
             guard index + 4 <= bytes.count else { throw TapeDecodingUnsupported() }
             var value: UInt32 = 0
             for _ in 0..<4 {
-                guard let digit = JSONTape.hexDigit(bytes[index]) else { throw TapeDecodingUnsupported() }
+                guard let digit = JSONEscape.hexDigit(bytes[index]) else { throw TapeDecodingUnsupported() }
                 value = value << 4 | digit
                 index += 1
             }
@@ -301,15 +301,6 @@ final class JSONTape {
     @inline(__always)
     static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
 
-    static func hexDigit(_ byte: UInt8) -> UInt32? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(byte - UInt8(ascii: "0"))
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt32(byte - UInt8(ascii: "a") + 10)
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): UInt32(byte - UInt8(ascii: "A") + 10)
-        default: nil
-        }
-    }
-
     // MARK: Reading scalars
 
     /// The text of a string node (escapes decoded; the builder checked them).
@@ -349,7 +340,7 @@ final class JSONTape {
     }
 
     private func hex4(at position: Int) -> UInt32 {
-        (0..<4).reduce(0) { $0 << 4 | Self.hexDigit(bytes[position + $1])! }
+        (0..<4).reduce(0) { $0 << 4 | JSONEscape.hexDigit(bytes[position + $1])! }
     }
 
     /// Whether a string node's text equals `text` (compared as bytes when it has no escapes).

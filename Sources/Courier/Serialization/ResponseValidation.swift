@@ -50,12 +50,9 @@ public struct ResponseValidation: Sendable, Hashable {
     static func mediaType(_ contentType: String?) -> String? {
         guard var value = contentType else { return nil }
         return value.withUTF8 { bytes -> String? in
-            var start = 0
-            var end = bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.count
-            while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
-            while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
-            guard start < end else { return nil }
-            let type = UnsafeBufferPointer(rebasing: bytes[start..<end])
+            let range = bytes.trimmingWhitespace(0..<(bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.count))
+            guard !range.isEmpty else { return nil }
+            let type = UnsafeBufferPointer(rebasing: bytes[range])
             func isUpper(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") }
             guard type.contains(where: isUpper) else { return String(decoding: type, as: UTF8.self) }
             return String(decoding: type.lazy.map { isUpper($0) ? $0 | 0x20 : $0 }, as: UTF8.self)

@@ -172,7 +172,7 @@ struct CacheControl {
     /// One `name` or `name=value` directive.
     private mutating func directive(_ bytes: UnsafeBufferPointer<UInt8>) {
         let equals = bytes.firstIndex(of: UInt8(ascii: "="))
-        let name = Self.trimmed(bytes, 0..<(equals ?? bytes.count))
+        let name = UnsafeBufferPointer(rebasing: bytes[bytes.trimmingWhitespace(0..<(equals ?? bytes.count))])
         func named(_ text: StaticString) -> Bool {
             guard name.count == text.utf8CodeUnitCount else { return false }
             let expected = UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
@@ -183,8 +183,8 @@ struct CacheControl {
         }
         if named("max-age") {
             maxAge = equals.flatMap { equals in
-                let value = Self.trimmed(bytes, (equals + 1)..<bytes.count, also: UInt8(ascii: "\""))
-                return TimeInterval(String(decoding: value, as: UTF8.self))
+                let value = bytes.trimmingWhitespace((equals + 1)..<bytes.count, also: UInt8(ascii: "\""))
+                return TimeInterval(String(decoding: UnsafeBufferPointer(rebasing: bytes[value]), as: UTF8.self))
             }
         } else if named("no-store") {
             noStore = true
@@ -195,18 +195,6 @@ struct CacheControl {
         } else if named("public") || named("s-maxage") {
             isPublic = true
         }
-    }
-
-    /// `bytes[range]` without leading and trailing spaces, tabs (and `extra`).
-    private static func trimmed(
-        _ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, also extra: UInt8? = nil
-    ) -> UnsafeBufferPointer<UInt8> {
-        func isTrimmed(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == extra }
-        var lower = range.lowerBound
-        var upper = range.upperBound
-        while lower < upper, isTrimmed(bytes[lower]) { lower += 1 }
-        while upper > lower, isTrimmed(bytes[upper - 1]) { upper -= 1 }
-        return UnsafeBufferPointer(rebasing: bytes[lower..<upper])
     }
 
     /// `text` without leading and trailing spaces and tabs.
