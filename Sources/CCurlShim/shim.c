@@ -89,6 +89,14 @@ int courier_open_socket(const struct curl_sockaddr *address) {
     return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
 }
 
+void courier_socket_retire(int fd) {
+    char buffer[4096];
+    for (int i = 0; i < 64; i++) {
+        if (recv(fd, buffer, sizeof buffer, MSG_DONTWAIT) <= 0) break;
+    }
+    (void)shutdown(fd, SHUT_RDWR);
+}
+
 int courier_epoll_create(void) {
     return epoll_create1(EPOLL_CLOEXEC);
 }

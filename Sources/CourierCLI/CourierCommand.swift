@@ -65,6 +65,10 @@ struct CourierCommand: AsyncParsableCommand {
     func validate() throws {
         if form && json { throw ValidationError("--form and --json exclude each other") }
         if arguments.isEmpty { throw ValidationError("Missing URL") }
+        // A day at most: a larger number (or inf, or nan) would not fit in a Duration.
+        if !(timeout > 0 && timeout <= 86_400) {
+            throw ValidationError("--timeout takes seconds: more than 0, at most 86400")
+        }
         if (output != nil || `continue`) && !download {
             throw ValidationError("--output and --continue go with --download")
         }

@@ -76,10 +76,12 @@ class FileStats:
         self.bytes_sent = 0
         self.ranges: list[str | None] = []
         self.drops = 0
+        self.authorizations: list[str | None] = []
 
     def as_json(self) -> dict:
         return {"requests": self.requests, "bytesSent": self.bytes_sent,
-                "ranges": list(self.ranges), "drops": self.drops}
+                "ranges": list(self.ranges), "drops": self.drops,
+                "authorizations": list(self.authorizations)}
 
 
 STATS: dict[str, FileStats] = {}
@@ -781,6 +783,69 @@ def route_proxy(conn: Conn, req: Request) -> bool:
     return respond(conn, req, 200, json.dumps(doc).encode(), content_type="application/json")
 
 
+# --------------------------------------------------------------------------
+# Hostile peers: an idle connection that speaks out of turn, a redirect whose body never
+# ends, and a redirect to an origin that asks for credentials.
+
+IDLE_JUNK = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 8\r\n\r\npoisoned"
+
+
+def route_idle_junk(conn: Conn, req: Request) -> bool:
+    """A normal keep-alive answer; `delay` ms later, unasked, a whole second response on the
+    same (idle) connection, which then stays open and serves later requests as usual."""
+    delay = req.int_param("delay", 200) / 1000.0
+    read_body(conn, req, None)
+    keep = respond(conn, req, 200, b"first", keep=True)
+    time.sleep(delay)
+    conn.send(IDLE_JUNK)
+    return keep
+
+
+def route_redirect_endless(conn: Conn, req: Request) -> bool:
+    """A redirect (302 to `to`) whose body never ends: chunked, or with a `Content-Length`
+    of 1 TiB (`length=1`), streamed until the client goes away."""
+    to = req.params.get("to")
+    if to is None:
+        raise BadRequest(400, "missing query parameter to")
+    read_body(conn, req, None)
+    framing = ("Content-Length", str(1 << 40)) if req.params.get("length") == "1" else \
+        ("Transfer-Encoding", "chunked")
+    conn.send(head_bytes(302, [("Location", to), ("Content-Type", "text/html"), framing]))
+    piece = b"<p>moved</p>" * 1024
+    chunk = piece if framing[0] == "Content-Length" else b"%x\r\n" % len(piece) + piece + b"\r\n"
+    deadline = time.monotonic() + SILENT_MAX
+    while time.monotonic() < deadline:
+        conn.send(chunk)
+    conn.close()
+    raise ConnectionDone()
+
+
+def record_authorization(name: str, req: Request) -> None:
+    st = stats_for(name)
+    with STATS_LOCK:
+        st.requests += 1
+        st.authorizations.append(req.header("Authorization"))
+
+
+def route_auth_redirect(conn: Conn, req: Request) -> bool:
+    """Records the request's `Authorization` (in `/stats/<name>`), then 302 to `to`."""
+    record_authorization(req.path[len("/auth-redirect/"):], req)
+    return route_redirect(conn, req)
+
+
+def route_auth_required(conn: Conn, req: Request) -> bool:
+    """Records the request's `Authorization` (in `/stats/<name>`); without Basic credentials
+    for `user`:`password` answers 401 with `WWW-Authenticate: Basic realm="fault"`."""
+    record_authorization(req.path[len("/auth-required/"):], req)
+    read_body(conn, req, None)
+    credentials = f"{req.params.get('user', 'user')}:{req.params.get('password', 'secret')}"
+    expected = "Basic " + base64.b64encode(credentials.encode()).decode()
+    if req.header("Authorization") != expected:
+        return respond(conn, req, 401, b"who are you?\n",
+                       headers=[("WWW-Authenticate", 'Basic realm="fault"')])
+    return respond(conn, req, 200, b'{"authenticated": true}', content_type="application/json")
+
+
 def dispatch(conn: Conn, req: Request) -> bool:
     if req.target.startswith("http://"):
         return route_proxy(conn, req)
@@ -823,6 +888,14 @@ def dispatch(conn: Conn, req: Request) -> bool:
         return route_stats(conn, req)
     if p == "/revalidate":
         return route_revalidate(conn, req)
+    if p == "/idle-junk":
+        return route_idle_junk(conn, req)
+    if p == "/redirect-endless":
+        return route_redirect_endless(conn, req)
+    if p.startswith("/auth-redirect/"):
+        return route_auth_redirect(conn, req)
+    if p.startswith("/auth-required/"):
+        return route_auth_required(conn, req)
     read_body(conn, req, None)
     return respond(conn, req, 404, f"no route for {p}\n".encode())
 

@@ -209,6 +209,12 @@ int courier_rename_noreplace(const char *from, const char *to);
 /// `socket(2)` for the address libcurl is about to connect to, close-on-exec; -1 on failure.
 int courier_open_socket(const struct curl_sockaddr *address);
 
+/// Retires an idle keep-alive connection that received bytes nobody asked for: reads and drops
+/// what is waiting (256 KiB at most) and shuts the socket down both ways, so that libcurl finds
+/// it dead (end of input) when it next considers reusing it, and a send on it fails. The
+/// descriptor stays open: libcurl closes it, so its number cannot be reused under libcurl.
+void courier_socket_retire(int fd);
+
 /// `epoll_create1(EPOLL_CLOEXEC)`.
 int courier_epoll_create(void);
 /// Registers `fd` for the `CURL_POLL_*` interest `what`: `EPOLL_CTL_ADD` when `add`, else `EPOLL_CTL_MOD`.

@@ -65,7 +65,8 @@ final class CurlDriver: @unchecked Sendable {
         /// Enough idle connections for every host the session talks to at full width, up to
         /// the total limit when there is one.
         var idleConnectionCacheSize: Int {
-            maximumTotalConnections > 0 ? maximumTotalConnections : max(64, maximumConnectionsPerHost * 8)
+            maximumTotalConnections > 0
+                ? maximumTotalConnections : max(64, min(max(maximumConnectionsPerHost, 0), 1 << 20) * 8)
         }
     }
 
@@ -190,12 +191,17 @@ final class CurlDriver: @unchecked Sendable {
                     woken = true
                 } else if sockets[event.fd].interest != nil {
                     if sockets[event.fd].parked {
-                        // An idle keep-alive connection became readable (the server closed it):
-                        // libcurl is not watching it, so stop reporting it. libcurl finds the
-                        // connection dead when it next considers reusing it.
+                        // An idle keep-alive connection became readable: the server closed it,
+                        // or sent bytes nobody asked for. Those must never be read as the
+                        // answer to the next request (a response that comes before its request
+                        // was sent is a smuggled one, and poisons caches), and libcurl 7.88
+                        // reuses a connection with input waiting. So the connection is retired:
+                        // drained and shut down, which libcurl sees as closed when it next
+                        // considers it. libcurl is not watching it: stop reporting it.
                         sockets[event.fd].interest = nil
                         sockets[event.fd].parked = false
                         courier_epoll_unwatch(epollFD, event.fd)
+                        courier_socket_retire(event.fd)
                     } else {
                         curl_multi_socket_action(multi, event.fd, Int32(event.events), &running)
                     }
@@ -534,7 +540,14 @@ final class CurlDriver: @unchecked Sendable {
     }
 
     fileprivate func setTimer(milliseconds: Int) {
-        timerDeadline = milliseconds < 0 ? nil : courier_monotonic_nanoseconds() + UInt64(milliseconds) * 1_000_000
+        // Clamped: libcurl's timeouts are (see `Duration.longestCurlTimeout`), but a wait is
+        // never worth an overflow trap on this thread.
+        guard milliseconds >= 0 else {
+            timerDeadline = nil
+            return
+        }
+        let wait = UInt64(min(milliseconds, Int(Int32.max)))
+        timerDeadline = courier_monotonic_nanoseconds() + wait * 1_000_000
     }
 }
 

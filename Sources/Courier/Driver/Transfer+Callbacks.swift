@@ -37,11 +37,21 @@ let transferSeekCallback: curl_seek_callback = { userdata, offset, origin in
 /// Status codes whose `Location` Courier follows (RFC 9110 section 15.4).
 private let redirectStatuses: Set<Int> = [301, 302, 303, 307, 308]
 
+/// The most of a redirect's body that is read (and thrown away). Reading a short body to its
+/// end keeps the connection for the next hop; a longer one, or one that never ends, is not
+/// worth the wait (a hostile server can stream one forever): the hop ends at this point, its
+/// connection is closed, and the redirect is followed all the same.
+let redirectBodyLimit = 16 << 10
+
 extension Transfer {
     func receiveHeaderLine(_ line: UnsafeRawBufferPointer) -> Int {
         guard head.consume(line), !head.isInterim else { return line.count }
         if hop.followRedirects, redirectStatuses.contains(head.statusCode), head.hasLocation {
             discardingBody = true
+            if !hop.isHead, let length = head.contentLength, length > redirectBodyLimit {
+                cutRedirectBody = true
+                return 0  // ends the hop with CURLE_WRITE_ERROR; `TransferOutcome` follows it
+            }
             return line.count
         }
         // With a content encoding, Content-Length counts encoded bytes, not what we receive.
@@ -55,7 +65,7 @@ extension Transfer {
     }
 
     func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {
-        if discardingBody { return bytes.count }
+        if discardingBody { return discardRedirectBody(bytes.count) }
         if !admit(bytes.count) {
             pause.receiveThrottled = true
             appliedPauseMask |= Int32(CURLPAUSE_RECV)
@@ -79,6 +89,14 @@ extension Transfer {
             callbackFailure = error
             return bytes.count == 0 ? 1 : 0  // any other count aborts with CURLE_WRITE_ERROR
         }
+    }
+
+    /// Throws a redirect's body away, up to `redirectBodyLimit`; past it, ends the hop.
+    private func discardRedirectBody(_ count: Int) -> Int {
+        discardedBytes += count
+        guard discardedBytes > redirectBodyLimit else { return count }
+        cutRedirectBody = true
+        return count == 0 ? 1 : 0  // any other count ends the hop with CURLE_WRITE_ERROR
     }
 
     func sendBody(_ buffer: UnsafeMutableRawBufferPointer) -> Int {

@@ -24,14 +24,14 @@ extension Transfer {
         // would hold every request to a new host until the first response is over.
         courier_easy_setopt_long(easy, CURLOPT_PIPEWAIT, hop.mayMultiplex ? 1 : 0)
         // The response size limit is for bodies held in memory; files and streams have none.
-        // libcurl refuses a declared length over it at once; the sink counts decoded bytes.
-        let limit = sink is MemorySink ? request.options.maximumResponseSize ?? 0 : 0
-        courier_easy_setopt_off_t(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit))
+        // The memory sink refuses a declared length over it when the head is complete, and
+        // counts decoded bytes after. (Not libcurl's CURLOPT_MAXFILESIZE_LARGE: it would fail
+        // a redirect that declares a long body too, before Courier could follow it.)
         try configureMethodAndBody(easy, request)
         courier_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, prepared.headers.list)
         // libcurl answers a challenge itself (a 401 or 407, then a second request for Digest
         // and NTLM), or sends Basic at once when asked to.
-        if let credential = request.credential {
+        if let credential = request.credentials.credential(for: request.url) {
             Self.setCredential(
                 credential, easy, user: CURLOPT_USERNAME, password: CURLOPT_PASSWORD, schemes: CURLOPT_HTTPAUTH)
         }
@@ -76,14 +76,14 @@ extension Transfer {
         courier_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, options.httpVersion.curlValue)
 
         // Timeouts are libcurl's own: no timer per chunk on our side.
-        courier_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, options.connectTimeout.milliseconds)
+        // Any `Duration` is accepted: each is clamped to what libcurl takes (see `curlMilliseconds`).
+        courier_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, options.connectTimeout.curlMilliseconds)
         courier_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
-        courier_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, max(1, options.idleTimeout.wholeSecondsRoundedUp))
+        courier_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, options.idleTimeout.curlSeconds)
         if let total = options.totalTimeout {
-            courier_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, total.milliseconds))
+            courier_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, total.curlMilliseconds)
         }
-        courier_easy_setopt_long(
-            easy, CURLOPT_MAXAGE_CONN, max(1, options.connectionIdleTimeout.wholeSecondsRoundedUp))
+        courier_easy_setopt_long(easy, CURLOPT_MAXAGE_CONN, options.connectionIdleTimeout.curlSeconds)
 
         if options.handlesCookies, let cookies = driver.cookies { cookies.attach(easy) }
         courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, options.verifiesTLS ? 1 : 0)
@@ -170,14 +170,34 @@ extension HTTPVersionPreference {
 }
 
 extension Duration {
+    /// The longest timeout handed to libcurl: `Int32.max` milliseconds, about 24.8 days. Longer
+    /// ones (`.seconds(Int64.max)` means "never") are clamped to it; libcurl's own timer
+    /// arithmetic, and the driver's in nanoseconds, stay far from overflowing.
+    static let longestCurlTimeout = Duration.milliseconds(Int32.max)
+
+    /// Whole milliseconds, saturating at `Int.min` and `Int.max` instead of trapping.
     var milliseconds: Int {
         let (seconds, attoseconds) = components
-        return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        guard !overflow else { return seconds < 0 ? .min : .max }
+        let (sum, overflowAgain) = whole.addingReportingOverflow(attoseconds / 1_000_000_000_000_000)
+        guard !overflowAgain else { return seconds < 0 ? .min : .max }
+        return Int(sum)
     }
 
-    var wholeSecondsRoundedUp: Int {
+    /// Milliseconds for a libcurl timeout option: at least 1 (zero or negative means "at
+    /// once"; libcurl would read 0 as its own default) and at most `longestCurlTimeout`.
+    var curlMilliseconds: Int {
+        min(max(milliseconds, 1), Int(Int32.max))
+    }
+
+    /// Whole seconds, rounded up, for libcurl's options in seconds: at least 1, at most
+    /// `longestCurlTimeout`.
+    var curlSeconds: Int {
+        let limit = Int(Int32.max) / 1000
         let (seconds, attoseconds) = components
-        return Int(seconds) + (attoseconds > 0 ? 1 : 0)
+        guard seconds < limit else { return limit }
+        return min(max(Int(seconds) + (attoseconds > 0 ? 1 : 0), 1), limit)
     }
 
     init(microseconds: Int64) {

@@ -46,6 +46,11 @@ final class Transfer: @unchecked Sendable {
     var head = ResponseHeadParser()
     /// The current hop is a redirect whose body is thrown away.
     var discardingBody = false
+    /// Bytes of the redirect's body thrown away so far (see `redirectBodyLimit`).
+    var discardedBytes = 0
+    /// The redirect's body was too long to read: the hop was ended early, on purpose, and its
+    /// `CURLE_WRITE_ERROR` means "follow the redirect", not a failure.
+    var cutRedirectBody = false
     /// Where the body of the final response goes.
     let sink: ResponseSink
     var sinkEnded = false
@@ -192,6 +197,8 @@ final class Transfer: @unchecked Sendable {
     func beginHop() {
         head.reset()
         discardingBody = false
+        discardedBytes = 0
+        cutRedirectBody = false
         receivedBytes = 0
         sentBytes = 0
         expectedBytes = nil
@@ -219,6 +226,8 @@ final class Transfer: @unchecked Sendable {
 struct HopSettings {
     var followRedirects: Bool
     var isPlain: Bool
+    /// A HEAD request: responses carry no body, whatever their `Content-Length` says.
+    var isHead: Bool
     var uploadLength: Int64?
     /// HTTP/2 is possible: https (negotiated with ALPN), or HTTP/2 asked for over http.
     var mayMultiplex: Bool
@@ -226,6 +235,7 @@ struct HopSettings {
     init(_ request: TransferRequest) {
         followRedirects = request.options.followRedirects
         isPlain = request.isPlain
+        isHead = request.head.method == .head
         uploadLength = request.body?.length
         switch request.options.httpVersion {
         case .http1_1: mayMultiplex = false

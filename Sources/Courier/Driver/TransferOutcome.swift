@@ -9,7 +9,9 @@ enum TransferOutcome {
 
     /// Reads the result of the current hop from the easy handle. Driver thread.
     static func evaluate(_ transfer: Transfer, easy: UnsafeMutableRawPointer, code: CURLcode) -> TransferOutcome {
-        if code != CURLE_OK {
+        // A redirect whose body was cut short on purpose ends with CURLE_WRITE_ERROR: followed.
+        let redirectCut = code == CURLE_WRITE_ERROR && transfer.cutRedirectBody && transfer.discardingBody
+        if code != CURLE_OK, !redirectCut {
             let request = transfer.current
             let body = transfer.endSink(.failed)
             if let failure = transfer.callbackFailure {
@@ -159,8 +161,9 @@ enum RedirectPolicy {
                     message: "The request body is a stream and cannot be sent again for a \(code) redirect"))
         }
         if request.url.map({ !Self.sameOrigin($0, target) }) ?? true {
+            // (The session's credentials stay with the request: each is sent only to the
+            // origin it was given for, see `configure`.)
             for name in credentialHeaders { next.head.headerFields[name] = nil }
-            next.credential = nil
         }
         return next
     }

@@ -13,9 +13,10 @@ struct TransferRequest: Sendable {
     var body: RequestBody?
     /// Large transfers (downloads, streams, uploads) get larger libcurl buffers.
     var usesLargeBuffers = false
-    /// Authenticate with this (libcurl negotiates Basic, Digest or NTLM). Dropped on a
-    /// redirect to another origin.
-    var credential: Credential?
+    /// Credentials for the server, each with the origin it was given for. Each hop
+    /// authenticates with the one for its own origin, if any (libcurl negotiates Basic, Digest
+    /// or NTLM): a redirect may cross origins, a credential never does.
+    var credentials: [ScopedCredential] = []
     /// Authenticate with the proxy with this (kept across redirects: the proxy stays the same).
     var proxyCredential: Credential?
     /// Limits, timeouts and protocol choices.
@@ -26,8 +27,34 @@ struct TransferRequest: Sendable {
 
     /// A GET or HEAD without body: the shape whose easy handle can be reused without a reset.
     var isPlain: Bool {
-        body == nil && !usesLargeBuffers && credential == nil && proxyCredential == nil
+        body == nil && !usesLargeBuffers && credentials.isEmpty && proxyCredential == nil
             && (head.method == .get || head.method == .head)
+    }
+}
+
+/// A credential for the server, and the origin (scheme, host and port) it may be sent to.
+struct ScopedCredential: Sendable {
+    var origin: ProtectionSpace
+    var credential: Credential
+
+    /// `credential` for the origin of `url`; nil when `url` has none.
+    init?(_ credential: Credential, for url: URL?) {
+        guard let url, let space = ProtectionSpace(url: url) else { return nil }
+        self.origin = space.origin
+        self.credential = credential
+    }
+
+    init(_ credential: Credential, for space: ProtectionSpace) {
+        self.origin = space.origin
+        self.credential = credential
+    }
+}
+
+extension [ScopedCredential] {
+    /// The credential given for the origin of `url`, if any.
+    func credential(for url: URL?) -> Credential? {
+        guard !isEmpty, let url, let origin = ProtectionSpace(url: url) else { return nil }
+        return first { $0.origin == origin }?.credential
     }
 }
 

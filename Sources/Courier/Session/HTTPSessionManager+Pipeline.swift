@@ -24,14 +24,16 @@ extension HTTPSessionManager {
             return try await finishRaw(answer)
         }
         var authentication = storedCredentials(for: urlString)
-        authentication.server = call.options.credential ?? authentication.server
+        if let credential = call.options.credential, let scoped = ScopedCredential(credential, for: adapted.url) {
+            authentication.server = [scoped]
+        }
         let conditionalHead = cacheLookup.conditionalRequest
         let send = { (authentication: CredentialPair, conditional: Bool) async throws -> RawResponse in
             var request = TransferRequest(
                 head: conditional ? conditionalHead : adapted, urlString: urlString, body: body,
                 options: self.options(for: call))
             request.usesLargeBuffers = call.usesLargeBuffers
-            request.credential = authentication.server
+            request.credentials = authentication.server
             request.proxyCredential = authentication.proxy
             // Most requests send exactly the session's headers: share its prebuilt header list.
             let sharesHeaders = body == nil && !conditional && adapted.headerFields == sessionHeaders.fields
@@ -73,9 +75,10 @@ extension HTTPSessionManager {
         return options
     }
 
-    /// The credentials of a request: for the server, and for the proxy it goes through.
+    /// The credentials of a request: for the server (each for one origin: the request's own,
+    /// and any a redirect led to that asked for one), and for the proxy it goes through.
     struct CredentialPair: Sendable {
-        var server: Credential?
+        var server: [ScopedCredential] = []
         var proxy: Credential?
     }
 
@@ -83,14 +86,22 @@ extension HTTPSessionManager {
     /// store (the common case) costs no URL parsing.
     private nonisolated func storedCredentials(for urlString: String) -> CredentialPair {
         guard !credentials.isEmpty, let url = URL(string: urlString) else { return CredentialPair() }
+        let server = ProtectionSpace(url: url).flatMap { space in
+            credentials.credential(for: space).map { ScopedCredential($0, for: space) }
+        }
         return CredentialPair(
-            server: ProtectionSpace(url: url).flatMap { credentials.credential(for: $0) },
+            server: server.map { [$0] } ?? [],
             proxy: proxies.protectionSpace(for: url).flatMap { credentials.credential(for: $0) })
     }
 
-    /// After a 401 (or a 407 from the proxy) that no credential answered: asks
-    /// ``credential(for:)`` once, keeps the answer when it is for the session, and returns the
-    /// credentials for one more try. A request whose body cannot be sent again is not retried.
+    /// After a 401 (or a 407 from the proxy) that no credential answered: takes the session's
+    /// credential for that protection space or asks ``credential(for:)`` once, keeps the answer
+    /// when it is for the session, and returns the credentials for one more try. A request whose
+    /// body cannot be sent again is not retried.
+    ///
+    /// The 401 may come from another origin than the request's, after a redirect: the new
+    /// credential is then scoped to that origin, and the retry, which starts again at the
+    /// request's own URL, sends it there only.
     private nonisolated func challengeRetry(
         after raw: RawResponse, used: CredentialPair, body: RequestBody?
     ) async throws -> CredentialPair? {
@@ -99,7 +110,7 @@ extension HTTPSessionManager {
         let (schemes, realm): ([String], String?)
         var space: ProtectionSpace
         switch status {
-        case 401 where used.server == nil:
+        case 401 where used.server.credential(for: raw.url) == nil:
             (schemes, realm) = AuthenticateHeader.parse(raw.response.headerFields[values: .wwwAuthenticate])
             guard let server = ProtectionSpace(url: raw.url) else { return nil }
             space = server
@@ -113,10 +124,20 @@ extension HTTPSessionManager {
         space.realm = realm
         let challenge = AuthenticationChallenge(
             protectionSpace: space, schemes: schemes, response: raw.response, url: raw.url)
-        guard let credential = await credential(for: challenge) else { return nil }
-        if credential.persistence == .forSession { credentials.set(credential, for: space) }
+        let credential: Credential
+        if !space.isProxy, let stored = credentials.credential(for: space) {
+            credential = stored
+        } else {
+            guard let answer = await self.credential(for: challenge) else { return nil }
+            if answer.persistence == .forSession { credentials.set(answer, for: space) }
+            credential = answer
+        }
         var retry = used
-        if space.isProxy { retry.proxy = credential } else { retry.server = credential }
+        if space.isProxy {
+            retry.proxy = credential
+        } else {
+            retry.server.append(ScopedCredential(credential, for: space))
+        }
         return retry
     }
 }
