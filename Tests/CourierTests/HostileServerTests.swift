@@ -76,7 +76,8 @@ import Testing
         // One connection, so the second request would reuse the first's.
         let api = try await faultManager { $0.maximumConnectionsPerHost = 1 }
         for _ in 0..<3 {
-            let first = try await api.GET("idle-junk", parameters: ["delay": 50], serializer: StringResponseSerializer())
+            let first = try await api.GET(
+                "idle-junk", parameters: ["delay": 50], serializer: StringResponseSerializer())
             #expect(first == "first")
             // The unasked response arrives while the connection is idle.
             try await Task.sleep(for: .milliseconds(400))
