@@ -68,7 +68,13 @@ import Testing
         let error = await capturedError {
             _ = try await api.GET("malformed-chunked", serializer: DataResponseSerializer())
         }
-        #expect(error is CourierError)
+        guard case CourierError.invalidResponse(let context)? = error else {
+            Issue.record("expected invalidResponse, got \(String(describing: error))")
+            return
+        }
+        #expect(context.message == "Malformed chunked encoding: Illegal or missing hexadecimal sequence")
+        #expect(context.response?.status == .ok)
+        #expect(context.curlCode == 56)
     }
 
     @Test func chunkedBodiesArriveWhole() async throws {

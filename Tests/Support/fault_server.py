@@ -25,6 +25,7 @@ import os
 import resource
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -784,6 +785,130 @@ def route_proxy(conn: Conn, req: Request) -> bool:
 
 
 # --------------------------------------------------------------------------
+# Framing faults: a response head or chunked body that is not valid HTTP/1.1.
+# Each route sends its bytes exactly as written here.
+
+
+def send_then_close(conn: Conn, data: bytes) -> bool:
+    conn.send(data)
+    conn.lingering_close()
+    raise ConnectionDone()
+
+
+def raw_head(status_line: str, headers: list[tuple[str, str]]) -> bytes:
+    lines = [status_line] + [f"{k}: {v}" for k, v in headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def route_framing_two_lengths(conn: Conn, req: Request) -> bool:
+    read_body(conn, req, None)
+    head = raw_head("HTTP/1.1 200 OK", [("Content-Type", "application/octet-stream"),
+                                        ("Content-Length", "5"), ("Content-Length", "10")])
+    return send_then_close(conn, head + pattern_bytes(0, 10))
+
+
+def route_framing_same_length(conn: Conn, req: Request) -> bool:
+    form = req.params.get("form", "repeat")
+    if form == "repeat":
+        lengths = [("Content-Length", "5"), ("Content-Length", "5")]
+    elif form == "list":
+        lengths = [("Content-Length", "5, 5")]
+    else:
+        raise BadRequest(400, "form must be repeat or list")
+    read_body(conn, req, None)
+    keep = req.keep_alive
+    conn.send(raw_head("HTTP/1.1 200 OK", [("Content-Type", "application/octet-stream")] + lengths
+                       + conn_header(req, keep)) + pattern_bytes(0, 5))
+    return keep
+
+
+def raw_param(req: Request, name: str, default: str) -> str:
+    """A query parameter sent verbatim in the response: latin-1, no CR or LF."""
+    value = req.params.get(name, default)
+    if "\r" in value or "\n" in value or any(ord(c) > 255 for c in value):
+        raise BadRequest(400, f"query parameter {name} must be latin-1 without CR or LF")
+    return value
+
+
+def route_framing_bad_length(conn: Conn, req: Request) -> bool:
+    value = raw_param(req, "value", "abc")
+    read_body(conn, req, None)
+    head = raw_head("HTTP/1.1 200 OK", [("Content-Type", "application/octet-stream"),
+                                        ("Content-Length", value)])
+    return send_then_close(conn, head + pattern_bytes(0, 5))
+
+
+def route_framing_status_line(conn: Conn, req: Request) -> bool:
+    line = raw_param(req, "line", "HTTP/1.1 OK")
+    read_body(conn, req, None)
+    head = raw_head(line, [("Content-Type", "application/octet-stream"), ("Content-Length", "5")])
+    return send_then_close(conn, head + pattern_bytes(0, 5))
+
+
+def route_framing_http09(conn: Conn, req: Request) -> bool:
+    read_body(conn, req, None)
+    return send_then_close(conn, b"hello, this is HTTP/0.9\n")
+
+
+def route_framing_chunk_size(conn: Conn, req: Request) -> bool:
+    size = raw_param(req, "size", "-5")
+    read_body(conn, req, None)
+    head = raw_head("HTTP/1.1 200 OK", [("Content-Type", "application/octet-stream"),
+                                        ("Transfer-Encoding", "chunked")])
+    body = size.encode("latin-1") + b"\r\n" + pattern_bytes(0, 5) + b"\r\n0\r\n\r\n"
+    return send_then_close(conn, head + body)
+
+
+def route_framing_big_head(conn: Conn, req: Request) -> bool:
+    total = req.int_param("kb", 300) * 1024
+    read_body(conn, req, None)
+    headers = [("Content-Type", "application/octet-stream"), ("Content-Length", "5")]
+    size = len(raw_head("HTTP/1.1 200 OK", headers))
+    filler = "x" * 80
+    while size < total:
+        header = (f"X-Filler-{len(headers):05d}", filler)
+        headers.append(header)
+        size += len(header[0]) + 2 + len(filler) + 2
+    return send_then_close(conn, raw_head("HTTP/1.1 200 OK", headers) + pattern_bytes(0, 5))
+
+
+def route_framing_long_header(conn: Conn, req: Request) -> bool:
+    length = req.int_param("kb", 200) * 1024
+    read_body(conn, req, None)
+    head = raw_head("HTTP/1.1 200 OK", [("Content-Type", "application/octet-stream"),
+                                        ("X-Long", "x" * length), ("Content-Length", "5")])
+    return send_then_close(conn, head + pattern_bytes(0, 5))
+
+
+def route_framing_chunked_with_length(conn: Conn, req: Request) -> bool:
+    n = req.int_param("n", 10)
+    claimed = req.int_param("claimed", 3)
+    order = req.params.get("order", "chunked-first")
+    framing = [("Transfer-Encoding", "chunked"), ("Content-Length", str(claimed))]
+    if order == "length-first":
+        framing.reverse()
+    elif order != "chunked-first":
+        raise BadRequest(400, "order must be chunked-first or length-first")
+    read_body(conn, req, None)
+    keep = req.keep_alive
+    conn.send(raw_head("HTTP/1.1 200 OK", [("Content-Type", "application/octet-stream")] + framing
+                       + conn_header(req, keep)))
+    send_chunked(conn, [pattern_bytes(0, n)])
+    return keep
+
+
+def route_framing_reset(conn: Conn, req: Request) -> bool:
+    read_body(conn, req, None)
+    conn.send(raw_head("HTTP/1.1 200 OK", [("Content-Type", "application/octet-stream"),
+                                           ("Content-Length", "100")]) + pattern_bytes(0, 10))
+    time.sleep(0.1)
+    # A zero linger time makes close() send RST instead of FIN.
+    conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    conn.close()
+    raise ConnectionDone()
+
+
+# --------------------------------------------------------------------------
 # Hostile peers: an idle connection that speaks out of turn, a redirect whose body never
 # ends, and a redirect to an origin that asks for credentials.
 
@@ -888,6 +1013,26 @@ def dispatch(conn: Conn, req: Request) -> bool:
         return route_stats(conn, req)
     if p == "/revalidate":
         return route_revalidate(conn, req)
+    if p == "/framing-two-lengths":
+        return route_framing_two_lengths(conn, req)
+    if p == "/framing-same-length":
+        return route_framing_same_length(conn, req)
+    if p == "/framing-bad-length":
+        return route_framing_bad_length(conn, req)
+    if p == "/framing-status-line":
+        return route_framing_status_line(conn, req)
+    if p == "/framing-http09":
+        return route_framing_http09(conn, req)
+    if p == "/framing-chunk-size":
+        return route_framing_chunk_size(conn, req)
+    if p == "/framing-big-head":
+        return route_framing_big_head(conn, req)
+    if p == "/framing-long-header":
+        return route_framing_long_header(conn, req)
+    if p == "/framing-chunked-with-length":
+        return route_framing_chunked_with_length(conn, req)
+    if p == "/framing-reset":
+        return route_framing_reset(conn, req)
     if p == "/idle-junk":
         return route_idle_junk(conn, req)
     if p == "/redirect-endless":

@@ -93,6 +93,10 @@ static inline CURLcode courier_easy_getinfo_slist(CURL *easy, CURLINFO info, str
     return curl_easy_getinfo(easy, info, value);
 }
 
+static inline CURLcode courier_easy_getinfo_socket(CURL *easy, CURLINFO info, curl_socket_t *value) {
+    return curl_easy_getinfo(easy, info, value);
+}
+
 // MARK: - curl_multi_setopt
 
 static inline CURLMcode courier_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {

@@ -5,12 +5,38 @@ extension CourierError {
     /// Maps a libcurl result code to the `CourierError` case a caller can act on.
     ///
     /// `detail` is libcurl's own message from `CURLOPT_ERRORBUFFER` when it wrote one
-    /// (libcurl-errors(3) lists the codes).
-    static func fromCurl(_ code: CURLcode, detail: String, context: Context) -> CourierError {
+    /// (libcurl-errors(3) lists the codes). `stage` tells apart the codes libcurl also uses for
+    /// a reply it cannot read.
+    static func fromCurl(
+        _ code: CURLcode, detail: String, context: Context, stage: ResponseStage = .other
+    ) -> CourierError {
         var context = context
         context.curlCode = Int(code.rawValue)
         let text = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
         switch code {
+        case CURLE_UNSUPPORTED_PROTOCOL where stage != .other:
+            // libcurl's code for a first line it cannot read as an HTTP status line ("Received
+            // HTTP/0.9 when not allowed", "Unsupported HTTP version in response"); before the
+            // request goes out, the same code means a URL scheme it refuses.
+            context.message = "The server's status line is not HTTP: \(text)"
+            return .invalidResponse(context)
+        case CURLE_OUT_OF_MEMORY where stage != .other:
+            // libcurl keeps each header line in a buffer of CURL_MAX_HTTP_HEADER bytes and
+            // reports a longer line as out of memory.
+            context.message =
+                "A line of the response head is longer than libcurl's limit of \(CURL_MAX_HTTP_HEADER) bytes"
+            return .invalidResponse(context)
+        case CURLE_FILESIZE_EXCEEDED where stage == .readingHead(sawContentLength: false):
+            // With a size limit set, libcurl refuses a Content-Length beyond 64 bits this way as
+            // it reads the line, before Courier sees it; a declared length over the limit it
+            // refuses at the end of the head, after Courier has read the line.
+            context.message = "The response's Content-Length is not a valid length: more than 64 bits"
+            return .invalidResponse(context)
+        case CURLE_RECV_ERROR where detail.hasSuffix(Self.chunkedEncodingSuffix):
+            // libcurl's words for a chunk size line it cannot read, e.g. "Illegal or missing
+            // hexadecimal sequence in chunked-encoding"; a reset connection has other words.
+            context.message = "Malformed chunked encoding: \(detail.dropLast(Self.chunkedEncodingSuffix.count))"
+            return .invalidResponse(context)
         case CURLE_UNSUPPORTED_PROTOCOL:
             context.message = "Unsupported scheme: \(text)"
             return .unsupportedScheme(context)
@@ -53,5 +79,18 @@ extension CourierError {
             context.message = "Transfer failed: \(text)"
             return .transport(context)
         }
+    }
+
+    /// How libcurl 7.88 ends its messages about malformed chunked encoding.
+    private static let chunkedEncodingSuffix = " in chunked-encoding"
+
+    /// How far the response had come when libcurl failed. Some of libcurl's codes mean a reply
+    /// it cannot read once the request has gone out, and something else before.
+    enum ResponseStage: Equatable {
+        /// The request had not gone out, or the response head had arrived whole.
+        case other
+        /// The request had gone out and the head had not arrived whole. `sawContentLength`:
+        /// Courier had read a valid `Content-Length` line of it.
+        case readingHead(sawContentLength: Bool)
     }
 }

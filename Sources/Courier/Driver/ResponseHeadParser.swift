@@ -11,25 +11,62 @@ import HTTPTypes
 /// On the driver thread it only copies the lines and picks out the few facts the driver needs
 /// (status, `Content-Length`, `Content-Encoding`, `Location`); building `HTTPFields`, which
 /// validates and lower-cases every name, happens later on the caller's side (``response``).
+///
+/// It also refuses what libcurl 7.88 lets through or reports in words of its own: two different
+/// `Content-Length` values (libcurl keeps the last), a `Content-Length` that is not a number
+/// (libcurl reads `1 2` as 1 and a number too large for 64 bits as "unknown"), and header lines
+/// adding up to more than ``maximumHeadBytes``.
 struct ResponseHeadParser: Sendable {
+    /// The most bytes of header lines read for one request, CRLFs included: every head (interim
+    /// 1xx heads too) and the trailers of a chunked body. libcurl 7.88 stops at 300 KB with a
+    /// receive error; this lower limit is checked first, so the failure says what happened.
+    static let maximumHeadBytes = 256 * 1024
+
+    /// What one line did to the head.
+    enum LineResult {
+        /// More lines follow (or the line was a trailer).
+        case partial
+        /// The line completed a head.
+        case complete
+        /// The response is not valid HTTP: the message says why.
+        case invalid(String)
+    }
+
     private(set) var statusCode = 0
     private(set) var isComplete = false
-    /// `Content-Length` of the current head, when present and valid.
+    /// `Content-Length` of the current head, when present and not overridden by
+    /// `Transfer-Encoding`.
     private(set) var contentLength: Int64?
     private(set) var hasContentEncoding = false
     private(set) var hasLocation = false
     private(set) var hasSetCookie = false
+    /// The completed head had both `Transfer-Encoding` and `Content-Length`: the first decided
+    /// where the body ends (RFC 9112 section 6.3, as libcurl does), and the connection must
+    /// not carry another response, since the sender may be trying to split responses.
+    private(set) var transferEncodingOverrodeLength = false
+    private var hasTransferEncoding = false
     /// The reason phrase, then each header line, each followed by LF.
     private var lines: [UInt8] = []
     private var reasonLength = 0
+    /// Bytes of header lines received for the current request, every head and trailer included.
+    private var receivedBytes = 0
 
+    /// Starts over for a new request.
     mutating func reset() {
+        startHead()
+        receivedBytes = 0
+    }
+
+    /// Starts over for a new head of the same request (after an interim 1xx head).
+    private mutating func startHead() {
         statusCode = 0
         isComplete = false
         contentLength = nil
         hasContentEncoding = false
         hasLocation = false
         hasSetCookie = false
+        transferEncodingOverrodeLength = false
+        hasTransferEncoding = false
         lines.removeAll(keepingCapacity: true)
         reasonLength = 0
     }
@@ -37,29 +74,37 @@ struct ResponseHeadParser: Sendable {
     /// Whether the head that just completed is interim (1xx): the real one follows.
     var isInterim: Bool { statusCode >= 100 && statusCode < 200 }
 
-    /// Feeds one header line, CRLF included. Returns true when this line completed a head.
-    mutating func consume(_ line: UnsafeRawBufferPointer) -> Bool {
+    /// Feeds one header line, CRLF included.
+    mutating func consume(_ line: UnsafeRawBufferPointer) -> LineResult {
+        receivedBytes += line.count
+        if receivedBytes > Self.maximumHeadBytes {
+            return .invalid("The response head is larger than \(Self.maximumHeadBytes) bytes")
+        }
         var end = line.count
         while end > 0, line[end - 1] == 0x0A || line[end - 1] == 0x0D { end -= 1 }
         if end == 0 {
-            guard statusCode != 0, !isComplete else { return false }
+            guard statusCode != 0, !isComplete else { return .partial }
             isComplete = true
-            return true
+            if hasTransferEncoding, contentLength != nil {
+                contentLength = nil
+                transferEncodingOverrodeLength = true
+            }
+            return .complete
         }
         if end >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"),
             line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/")
         {
-            reset()
+            startHead()
             parseStatusLine(UnsafeRawBufferPointer(rebasing: line[0..<end]))
-            return false
+            return .partial
         }
-        guard statusCode != 0, !isComplete else { return false }  // trailers, or garbage before a status line
+        guard statusCode != 0, !isComplete else { return .partial }  // trailers, or garbage before a status line
         let text = UnsafeRawBufferPointer(rebasing: line[0..<end])
         // The first letter picks the candidates (most lines match none of them).
         switch text[0] | 0x20 {
         case UInt8(ascii: "c"):
             if Self.hasName(text, "content-length") {
-                contentLength = Self.integerValue(text, after: 15)
+                if let problem = recordContentLength(text) { return .invalid(problem) }
             } else if Self.hasName(text, "content-encoding") {
                 hasContentEncoding = true
             }
@@ -67,12 +112,34 @@ struct ResponseHeadParser: Sendable {
             if Self.hasName(text, "location") { hasLocation = true }
         case UInt8(ascii: "s"):
             if Self.hasName(text, "set-cookie") { hasSetCookie = true }
+        case UInt8(ascii: "t"):
+            if Self.hasName(text, "transfer-encoding") { hasTransferEncoding = true }
         default:
             break
         }
         lines.append(contentsOf: text)
         lines.append(0x0A)
-        return false
+        return .partial
+    }
+
+    /// Records the value of a `Content-Length` line; returns what is wrong with it, if anything.
+    ///
+    /// RFC 9112 section 6.3: a value that is not a number, or two lines with different numbers,
+    /// leave the end of the body unknown, which is a framing error. The same number repeated,
+    /// on several lines or as a list (`5, 5`), is one length (RFC 9110 section 8.6).
+    private mutating func recordContentLength(_ line: UnsafeRawBufferPointer) -> String? {
+        let valueRange = line.trimmingWhitespace(15..<line.count)
+        guard let value = Self.lengthList(line, valueRange) else {
+            let shown = valueRange.prefix(64)
+            var text = String(decoding: UnsafeRawBufferPointer(rebasing: line[shown]), as: UTF8.self)
+            if shown.count < valueRange.count { text += "..." }
+            return "The response's Content-Length is not a valid length: '\(text)'"
+        }
+        if let contentLength, contentLength != value {
+            return "The response has two different Content-Length values: \(contentLength) and \(value)"
+        }
+        contentLength = value
+        return nil
     }
 
     /// The status and reason phrase.
@@ -177,19 +244,34 @@ struct ResponseHeadParser: Sendable {
         return true
     }
 
-    private static func integerValue(_ line: UnsafeRawBufferPointer, after offset: Int) -> Int64? {
-        var value: Int64 = 0
-        var digits = 0
-        for byte in line[offset...] {
-            if byte == 0x20 || byte == 0x09 {
-                if digits > 0 { break }
-                continue
-            }
-            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 18 else { return nil }
-            value = value * 10 + Int64(byte - UInt8(ascii: "0"))
-            digits += 1
+    /// The number in `range`: one decimal number, or a comma-separated list of copies of one
+    /// number. Nil for anything else: nothing, a sign, other characters, different numbers, or
+    /// a number beyond `Int64`.
+    private static func lengthList(_ line: UnsafeRawBufferPointer, _ range: Range<Int>) -> Int64? {
+        var result: Int64?
+        var start = range.lowerBound
+        while true {
+            let comma = line[start..<range.upperBound].firstIndex(of: UInt8(ascii: ",")) ?? range.upperBound
+            guard let number = decimal(line, line.trimmingWhitespace(start..<comma)), result ?? number == number
+            else { return nil }
+            result = number
+            guard comma < range.upperBound else { return result }
+            start = comma + 1
         }
-        return digits > 0 ? value : nil
+    }
+
+    private static func decimal(_ line: UnsafeRawBufferPointer, _ range: Range<Int>) -> Int64? {
+        guard !range.isEmpty else { return nil }
+        var value: Int64 = 0
+        for index in range {
+            let digit = line[index] &- UInt8(ascii: "0")
+            guard digit < 10 else { return nil }
+            let (tens, overflowed) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflowedAgain) = tens.addingReportingOverflow(Int64(digit))
+            guard !overflowed, !overflowedAgain else { return nil }
+            value = sum
+        }
+        return value
     }
 
     /// `HTTP/1.1 200 OK`, `HTTP/2 204`: the code, and the reason phrase when there is one.

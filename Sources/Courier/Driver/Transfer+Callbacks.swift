@@ -45,7 +45,15 @@ let redirectBodyLimit = 16 << 10
 
 extension Transfer {
     func receiveHeaderLine(_ line: UnsafeRawBufferPointer) -> Int {
-        guard head.consume(line), !head.isInterim else { return line.count }
+        switch head.consume(line) {
+        case .partial:
+            return line.count
+        case .invalid(let message):
+            callbackFailure = .invalidResponse(.init(message: message))
+            return 0  // aborts the transfer with CURLE_WRITE_ERROR
+        case .complete:
+            guard !head.isInterim else { return line.count }
+        }
         if hop.followRedirects, redirectStatuses.contains(head.statusCode), head.hasLocation {
             discardingBody = true
             if !hop.isHead, let length = head.contentLength, length > redirectBodyLimit {

@@ -21,7 +21,10 @@ enum TransferOutcome {
                 url: request.url, response: transfer.head.isComplete ? transfer.head.response : nil,
                 body: body.isEmpty ? nil : body, message: "")
             let detail = String(cString: transfer.errorBuffer)
-            return .done(.failure(CourierError.fromCurl(code, detail: detail, context: context)))
+            let stage: CourierError.ResponseStage =
+                transfer.head.isComplete || !requestWasSent(easy)
+                ? .other : .readingHead(sawContentLength: transfer.head.contentLength != nil)
+            return .done(.failure(CourierError.fromCurl(code, detail: detail, context: context, stage: stage)))
         }
         guard transfer.head.isComplete, transfer.head.statusCode != 0 else {
             _ = transfer.endSink(.failed)
@@ -32,6 +35,7 @@ enum TransferOutcome {
                             url: transfer.current.url,
                             message: "The server closed the connection without a response head"))))
         }
+        if transfer.head.transferEncodingOverrodeLength { retireConnection(easy) }
         if transfer.discardingBody, let response = transfer.head.response {
             let request = transfer.current
             do {
@@ -65,6 +69,25 @@ enum TransferOutcome {
         }
         let location = response.headerFields[.location] ?? ""
         return URL(string: location, relativeTo: base)?.absoluteString ?? location
+    }
+
+    /// Whether the request went out (CURLINFO_REQUEST_SIZE): a failure from then on until the
+    /// response head is complete is about what the server sent.
+    private static func requestWasSent(_ easy: UnsafeMutableRawPointer) -> Bool {
+        var size = 0
+        courier_easy_getinfo_long(easy, CURLINFO_REQUEST_SIZE, &size)
+        return size > 0
+    }
+
+    /// Keeps the connection the transfer used from carrying another request, after a response
+    /// whose framing a sender may have meant to be read two ways. libcurl 7.88 keeps such a
+    /// connection for reuse and has no call to drop one; shutting the socket down makes it look
+    /// closed by the server, which libcurl checks before reusing a connection.
+    private static func retireConnection(_ easy: UnsafeMutableRawPointer) {
+        var socket = CURL_SOCKET_BAD
+        if courier_easy_getinfo_socket(easy, CURLINFO_ACTIVESOCKET, &socket) == CURLE_OK, socket != CURL_SOCKET_BAD {
+            courier_socket_retire(socket)
+        }
     }
 
     static func totalTime(_ easy: UnsafeMutableRawPointer) -> Duration {

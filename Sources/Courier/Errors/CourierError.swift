@@ -49,7 +49,9 @@ public enum CourierError: Error, Sendable {
     case sessionIdentifierInUse(Context)
     /// The operation is not available in a background session (for example data tasks).
     case unsupportedInBackgroundSession(Context)
-    /// The server's reply is not valid HTTP (malformed chunked encoding, corrupt content encoding).
+    /// The server's reply is not valid HTTP: no HTTP status line, an invalid or conflicting
+    /// `Content-Length`, malformed chunked encoding, a response head over the size limits,
+    /// corrupt content encoding. The message says which.
     case invalidResponse(Context)
     /// Any other transport failure reported by libcurl.
     case transport(Context)
