@@ -15,7 +15,7 @@ import HTTPTypes
 /// touches only the transfers with work, so the cost of a wakeup does not grow with the number
 /// of transfers in flight (the 10,000-transfer target). libcurl 7.88 removes a keep-alive
 /// socket from its interest set when a transfer ends and adds it back for the next one; the
-/// driver keeps such sockets registered while idle ("parked", see `watch(socket:what:)`), which
+/// driver keeps such sockets registered while idle ("parked", see `watch(socket:what:easy:)`), which
 /// saves two `epoll_ctl` calls per request. Measured against `curl_multi_poll` in
 /// Documentation/Benchmarks.md: the same speed with 64 transfers in flight.
 ///
@@ -499,14 +499,20 @@ final class CurlDriver: @unchecked Sendable {
     /// as possible. libcurl 7.88 removes a keep-alive connection's socket when its transfer ends
     /// and adds it again for the next one; a connection socket is therefore only "parked" on
     /// removal, and taken back without a system call when the interest is the same.
-    fileprivate func watch(socket: Int32, what: Int32) {
+    ///
+    /// libcurl also removes the socket of a transfer it pauses in both directions. That socket
+    /// is not idle: what arrives on it is the paused response, kept in the kernel until the
+    /// transfer resumes. It is taken out of the epoll set (a level-triggered readable socket
+    /// nobody reads would wake every turn) and never parked, so it is never retired.
+    fileprivate func watch(socket: Int32, what: Int32, easy: UnsafeMutableRawPointer?) {
         var entry = sockets[socket]
         if what == CURL_POLL_REMOVE {
             guard entry.interest != nil else { return }
-            if entry.isConnection {
+            if entry.isConnection && !isPaused(easy) {
                 entry.parked = true
             } else {
-                // Not ours to track (e.g. the resolver's socket pair): gone for good.
+                // Not ours to track (e.g. the resolver's socket pair), or a paused transfer's
+                // connection: out of the set until libcurl asks for it again.
                 entry.interest = nil
                 courier_epoll_unwatch(epollFD, socket)
             }
@@ -523,6 +529,16 @@ final class CurlDriver: @unchecked Sendable {
             // Out of step with the kernel (a descriptor closed and reused): the other operation.
             courier_epoll_set(epollFD, socket, what, 1 - add)
         }
+    }
+
+    /// Whether `easy` (the handle a socket callback names) belongs to a transfer that has a
+    /// direction paused. Every easy handle in the multi handle points at its live transfer.
+    private func isPaused(_ easy: UnsafeMutableRawPointer?) -> Bool {
+        guard let easy else { return false }
+        var pointer: UnsafeMutableRawPointer?
+        courier_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &pointer)
+        guard let pointer else { return false }
+        return Unmanaged<Transfer>.fromOpaque(pointer).takeUnretainedValue().appliedPauseMask != 0
     }
 
     /// CURLOPT_OPENSOCKETFUNCTION: a connection socket is born.
@@ -552,9 +568,9 @@ final class CurlDriver: @unchecked Sendable {
 }
 
 /// CURLMOPT_SOCKETFUNCTION: libcurl says which events it wants on a socket.
-private let driverSocketCallback: curl_socket_callback = { _, socket, what, userdata, _ in
+private let driverSocketCallback: curl_socket_callback = { easy, socket, what, userdata, _ in
     let driver = Unmanaged<CurlDriver>.fromOpaque(userdata!).takeUnretainedValue()
-    driver.watch(socket: socket, what: what)
+    driver.watch(socket: socket, what: what, easy: easy)
     return 0
 }
 
