@@ -71,25 +71,46 @@ final class CookieEngine {
         return cookies.filter { ($0.expires ?? .distantFuture) > now }
     }
 
-    func add(_ cookie: Cookie) {
+    /// Stores a cookie handed over by the API. Refused (false) when a field holds a control
+    /// character (it would break the cookie-file line libcurl is given) or when its domain
+    /// with subdomains is a public suffix or part of an IP address.
+    @discardableResult
+    func add(_ cookie: Cookie) -> Bool {
+        guard Self.isStorable(cookie) else { return false }
+        if cookie.includesSubdomains && !CookieDomain.mayHoldCookiesForSubdomains(cookie.domain) { return false }
+        store(cookie)
+        return true
+    }
+
+    private func store(_ cookie: Cookie) {
         courier_easy_setopt_string(utility, CURLOPT_COOKIELIST, cookie.netscapeLine)
     }
 
-    /// `Set-Cookie` header values received for `url`, through libcurl's parser.
+    private static func isStorable(_ cookie: Cookie) -> Bool {
+        guard !cookie.name.isEmpty, !cookie.domain.isEmpty else { return false }
+        return [cookie.name, cookie.value, cookie.domain, cookie.path].allSatisfy { field in
+            !field.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
+        }
+    }
+
     /// Stores a `Set-Cookie` value as if `url` had sent it. libcurl's own `Set-Cookie:` form of
-    /// `CURLOPT_COOKIELIST` knows no request host, so the value is parsed here and handed over
-    /// as a cookie-file line. Returns whether the value was a cookie.
+    /// `CURLOPT_COOKIELIST` knows no request host, so the value is parsed here, its domain
+    /// checked as libcurl checks a response's (the public suffix list; an IP address sets
+    /// cookies for itself only), and handed over as a cookie-file line. Returns whether the
+    /// value was stored.
     @discardableResult
     func add(setCookie value: String, for url: URL) -> Bool {
-        guard let cookie = Cookie(setCookie: value, for: url) else { return false }
-        add(cookie)
+        guard let cookie = Cookie(setCookie: value, for: url), let host = url.host else { return false }
+        if cookie.includesSubdomains && !CookieDomain.host(host, maySetCookiesFor: cookie.domain) { return false }
+        guard Self.isStorable(cookie) else { return false }
+        store(cookie)
         return true
     }
 
     func remove(_ cookie: Cookie) {
         var expired = cookie
         expired.expires = Date(timeIntervalSince1970: 1)
-        add(expired)
+        store(expired)
     }
 
     func removeAll() {
@@ -122,7 +143,7 @@ final class CookieEngine {
         guard let jar, let text = try? String(contentsOf: jar, encoding: .utf8) else { return }
         for line in text.split(separator: "\n") {
             guard let cookie = Cookie(netscapeLine: line), !cookie.isSessionCookie else { continue }
-            add(cookie)
+            store(cookie)
         }
     }
 

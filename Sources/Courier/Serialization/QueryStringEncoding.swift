@@ -25,6 +25,7 @@ public enum QueryStringEncoding {
             throw .serializationFailed(
                 .init(message: "Query and form parameters must be an object of named values, not \(parameters)"))
         }
+        try parameters.requireFiniteNumbers()
         var pairs: [(String, String?)] = []
         collectPairs(key: nil, value: parameters, into: &pairs)
         return pairs
