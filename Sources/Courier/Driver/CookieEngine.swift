@@ -86,11 +86,10 @@ final class CookieEngine {
         courier_easy_setopt_string(utility, CURLOPT_COOKIELIST, cookie.netscapeLine)
     }
 
+    /// Whether the cookie-file line libcurl is given for `cookie` reads back as one cookie:
+    /// no control character in a field, a domain that is a host name, a name.
     private static func isStorable(_ cookie: Cookie) -> Bool {
-        guard !cookie.name.isEmpty, !cookie.domain.isEmpty else { return false }
-        return [cookie.name, cookie.value, cookie.domain, cookie.path].allSatisfy { field in
-            !field.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
-        }
+        Cookie(netscapeLine: Substring(cookie.netscapeLine)) != nil
     }
 
     /// Stores a `Set-Cookie` value as if `url` had sent it. libcurl's own `Set-Cookie:` form of

@@ -40,7 +40,9 @@ public enum QueryStringEncoding {
         case .array(let elements):
             for element in elements { collectPairs(key: "\(key ?? "")[]", value: element, into: &pairs) }
         case .null:
-            if let key { pairs.append((key, nil)) }
+            // A bare key; with an empty name there is nothing to write (and nothing a decoder
+            // would read back), so nothing is.
+            if let key, !key.isEmpty { pairs.append((key, nil)) }
         default:
             if let key { pairs.append((key, scalarText(value))) }
         }
