@@ -17,8 +17,18 @@ struct CacheControlTests {
     @Test func maxAgeTakesItsNumberQuotedOrNot() {
         #expect(CacheControl(["max-age=60"]).maxAge == 60)
         #expect(CacheControl(["private, Max-Age = \"120\""]).maxAge == 120)
-        #expect(CacheControl(["max-age=", "max-age"]).maxAge == nil)
-        #expect(CacheControl(["max-age=soon"]).maxAge == nil)
+    }
+
+    /// RFC 9111: max-age is delta-seconds. A malformed one makes the response stale (0) rather
+    /// than fresh for a time nobody meant; one too large to hold is 2^31.
+    @Test func aMalformedMaxAgeIsStaleAndAHugeOneIsCapped() {
+        #expect(CacheControl(["max-age="]).maxAge == 0)
+        #expect(CacheControl(["max-age"]).maxAge == 0)
+        #expect(CacheControl(["max-age=soon"]).maxAge == 0)
+        #expect(CacheControl(["MAX-AGE=-5, s-maxage=3"]).maxAge == 0)  // a fuzzer's finding
+        #expect(CacheControl(["max-age=1e3"]).maxAge == 0)
+        #expect(CacheControl(["max-age=inf"]).maxAge == 0)
+        #expect(CacheControl(["max-age=99999999999999999999999"]).maxAge == 2_147_483_648)
     }
 
     @Test func namesThatOnlyLookAlikeDoNotCount() {

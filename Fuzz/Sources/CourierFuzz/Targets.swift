@@ -1,6 +1,7 @@
-@testable import Courier
 import Foundation
 import MultipartKit
+
+@testable import Courier
 
 /// One function per hand-written parser: each must never crash, and each checks a property
 /// that a wrong answer breaks (a round trip, an agreement with a standard implementation, or
@@ -121,14 +122,17 @@ enum FuzzTargets {
 
     private static func roundTrip(_ cookie: Cookie) {
         let line = cookie.netscapeLine
-        fuzzCheck(line.split(separator: "\t", omittingEmptySubsequences: false).count == 7, "line \(line.debugDescription)")
+        fuzzCheck(
+            line.split(separator: "\t", omittingEmptySubsequences: false).count == 7, "line \(line.debugDescription)")
         fuzzCheck(!line.contains("\n") && !line.contains("\r"), "line break in \(line.debugDescription)")
         guard let again = Cookie(netscapeLine: Substring(line)) else {
             return fuzzCheck(false, "\(line.debugDescription) does not parse back")
         }
         var expected = cookie
         // The file keeps whole seconds, at least 1 (0 means a session cookie).
-        expected.expires = cookie.expires.map { Date(timeIntervalSince1970: TimeInterval(max(1, Int64($0.timeIntervalSince1970)))) }
+        expected.expires = cookie.expires.map {
+            Date(timeIntervalSince1970: TimeInterval(max(1, Int64($0.timeIntervalSince1970))))
+        }
         fuzzCheck(again == expected, "\(cookie) came back as \(again)")
     }
 
@@ -153,7 +157,9 @@ enum FuzzTargets {
         fuzzCheck(seconds.rounded() == seconds, "fractional date \(seconds)")
         guard seconds >= -11_644_473_600, seconds < 253_402_300_800 else { return }  // years 1601 to 9999
         let text = imfFixdate.string(from: date)
-        fuzzCheck(HTTPDate.parse(text) == date, "\(date) written as \(text) parses as \(String(describing: HTTPDate.parse(text)))")
+        fuzzCheck(
+            HTTPDate.parse(text) == date,
+            "\(date) written as \(text) parses as \(String(describing: HTTPDate.parse(text)))")
     }
 
     /// `max-age` is a delta-seconds: finite and not negative, whatever the text.
@@ -172,11 +178,13 @@ enum FuzzTargets {
         for value in [data.text, "attachment; filename=\"\(data.text)\"", "attachment; filename*=UTF-8''\(data.text)"] {
             guard let name = ContentDisposition.fileName(value) else { continue }
             fuzzCheck(!name.isEmpty && name.utf8.count <= 255, "length of \(name.debugDescription)")
-            fuzzCheck(!name.unicodeScalars.contains { $0 == "/" || $0 == "\\" }, "separator in \(name.debugDescription)")
+            fuzzCheck(
+                !name.unicodeScalars.contains { $0 == "/" || $0 == "\\" }, "separator in \(name.debugDescription)")
             fuzzCheck(name != "." && name != "..", "\(name.debugDescription)")
             let first = name.unicodeScalars.first!
             fuzzCheck(first != "." && !first.properties.isWhitespace, "leading \(name.debugDescription)")
-            fuzzCheck(!(name.unicodeScalars.last!.properties.isWhitespace), "trailing space in \(name.debugDescription)")
+            fuzzCheck(
+                !(name.unicodeScalars.last!.properties.isWhitespace), "trailing space in \(name.debugDescription)")
             fuzzCheck(
                 !name.unicodeScalars.contains {
                     [.control, .format, .lineSeparator, .paragraphSeparator].contains($0.properties.generalCategory)
@@ -262,7 +270,8 @@ enum FuzzTargets {
             let disposition = part.headers.first { $0.0.lowercased() == "content-disposition" }?.1 ?? ""
             var wanted = "form-data; name=\"\(Courier.MultipartFormData.quoted(want.name))\""
             if let fileName = want.fileName { wanted += "; filename=\"\(Courier.MultipartFormData.quoted(fileName))\"" }
-            fuzzCheck(disposition == wanted, "disposition \(disposition.debugDescription), wanted \(wanted.debugDescription)")
+            fuzzCheck(
+                disposition == wanted, "disposition \(disposition.debugDescription), wanted \(wanted.debugDescription)")
             // Parsers drop a field value's surrounding spaces and tabs (RFC 9110 section 5.5).
             let spaces = CharacterSet(charactersIn: " \t")
             let type = part.headers.first { $0.0.lowercased() == "content-type" }?.1.trimmingCharacters(in: spaces)

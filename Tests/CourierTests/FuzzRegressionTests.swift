@@ -1,0 +1,108 @@
+import Foundation
+import Testing
+
+@testable import Courier
+
+/// What the fuzzers found (Fuzz/README.md), each pinned down with the input that found it
+/// (also in the target's corpus, Fuzz/Corpus/<target>/finding-*).
+struct FuzzRegressionTests {
+    static let url = URL(string: "https://www.example.com/dir/page")!
+
+    // MARK: json, tape
+
+    @Test func aNumberBeyondDoublesRangeIsNotJSON() {
+        #expect(throws: (any Error).self) { try JSON(parsing: "[1e999]") }
+        #expect(throws: (any Error).self) { try JSON(parsing: "-1e400") }
+        #expect(try JSON(parsing: "[1e308]") == [.double(1e308)])
+    }
+
+    /// Foundation's JSONDecoder refuses `0e8`; the tape decoder must not answer for it.
+    @Test func zeroWithAnExponentIsLeftToJSONDecoder() {
+        let data = Data("[0e8]".utf8)
+        #expect(TapeDecoding.decode([Double].self, from: data, like: JSONDecoder()) == nil)
+        #expect(TapeDecoding.decode([Double].self, from: Data("[0, 0.0, -0]".utf8), like: JSONDecoder()) == [0, 0, 0])
+    }
+
+    // MARK: setcookie
+
+    @Test func aSetCookieWithAControlCharacterIsRefused() {
+        #expect(Cookie(setCookie: "\n=", for: Self.url) == nil)
+        #expect(Cookie(setCookie: "a=1\n2", for: Self.url) == nil)
+        #expect(Cookie(setCookie: "a\tb=1", for: Self.url) == nil)
+        #expect(Cookie(setCookie: "a=b\u{7F}", for: Self.url) == nil)
+        #expect(Cookie(setCookie: " =1", for: Self.url) == nil)
+        let path = Cookie(setCookie: "a=1; Path=/x\ty", for: Self.url)
+        #expect(path?.path == "/dir")  // the attribute is ignored
+    }
+
+    @Test func emptyAttributesAreSkipped() {
+        let cookie = Cookie(setCookie: "a=1; ; =; =x; Secure", for: Self.url)
+        #expect(cookie?.name == "a")
+        #expect(cookie?.isSecure == true)
+    }
+
+    @Test func aHugeMaxAgeIsCappedAndWritesALine() throws {
+        let cookie = try #require(Cookie(setCookie: "x=1; Max-Age=9223372036854775807", for: Self.url))
+        #expect(cookie.expires == Date(timeIntervalSince1970: Cookie.latestExpiry))
+        #expect(cookie.netscapeLine.hasSuffix("\t253402300799\tx\t1"))
+    }
+
+    // MARK: cookiejar
+
+    @Test func aJarLineWithAControlCharacterIsRefused() {
+        let finding = "\n\0\0{\u{C3}6\t\u{AF}\u{AF}\u{AF}\t\u{D9}\t\t1\t3\0\t#"
+        #expect(Cookie(netscapeLine: Substring(finding)) == nil)
+        #expect(Cookie(netscapeLine: "example.com\tFALSE\t/\tFALSE\t0\ta\tb\u{1}") == nil)
+        #expect(Cookie(netscapeLine: "example.com\tFALSE\t/\tFALSE\t0\ta\tb\tc") == nil)  // eight fields
+    }
+
+    @Test func aJarLineEndingInCRIsRead() {
+        let cookie = Cookie(netscapeLine: "example.com\tFALSE\t/\tFALSE\t0\ta\tb\r")
+        #expect(cookie?.value == "b")
+    }
+
+    @Test func aJarDomainMustBeAHostName() {
+        #expect(Cookie(netscapeLine: "#x.com\tFALSE\t/\tFALSE\t0\ta\tb") == nil)  // a comment
+        #expect(Cookie(netscapeLine: "#HttpOnly_#x.com\tFALSE\t/\tFALSE\t0\ta\tb") == nil)
+        #expect(Cookie(netscapeLine: "..x.com\tTRUE\t/\tFALSE\t0\ta\tb") == nil)
+        #expect(Cookie(netscapeLine: "\tFALSE\t/\tFALSE\t0\ta\tb") == nil)
+        #expect(Cookie(netscapeLine: "a b.com\tFALSE\t/\tFALSE\t0\ta\tb") == nil)
+    }
+
+    /// Read byte by byte: a `#HttpOnly_` prefix, a leading dot or a tab followed by a combining
+    /// mark is still itself, so what is written reads back as written.
+    @Test func combiningMarksDoNotHideSeparators() throws {
+        let httpOnly = try #require(Cookie(netscapeLine: "#HttpOnly_\u{301}x.com\tFALSE\t/\tFALSE\t0\ta\tb"))
+        #expect(httpOnly.isHTTPOnly)
+        #expect(httpOnly.domain == "\u{301}x.com")
+        #expect(Cookie(netscapeLine: Substring(httpOnly.netscapeLine)) == httpOnly)
+        let dotted = try #require(Cookie(netscapeLine: ".\u{301}x.com\tTRUE\t/\tFALSE\t0\ta\tb"))
+        #expect(dotted.domain == "\u{301}x.com")
+        #expect(Cookie(netscapeLine: "x.com\tFALSE\t/\tFALSE\t0\ta\t\u{301}b\tc") == nil)
+    }
+
+    @Test func aJarExpiryBeyondYear9999IsCapped() throws {
+        let cookie = try #require(Cookie(netscapeLine: "x.com\tFALSE\t/\tFALSE\t9223372036854775807\ta\tb"))
+        #expect(cookie.expires == Date(timeIntervalSince1970: Cookie.latestExpiry))
+        #expect(Cookie(netscapeLine: Substring(cookie.netscapeLine)) == cookie)
+    }
+
+    // MARK: query
+
+    @Test func aNullUnderAnEmptyNameWritesNothing() throws {
+        #expect(try QueryStringEncoding.encode(["": .null]) == "")
+        #expect(try QueryStringEncoding.pairs(["": .null]).isEmpty)
+        #expect(try QueryStringEncoding.encode(["": "x", "a": .null]) == "=x&a")
+    }
+
+    // MARK: disposition
+
+    @Test func aSuggestedNameIsOneVisibleComponent() {
+        #expect(ContentDisposition.sanitized(" ..") == nil)
+        #expect(ContentDisposition.sanitized(" .hidden") == "hidden")
+        #expect(ContentDisposition.sanitized("a/\u{301}..") == "\u{301}..")  // not `..`
+        #expect(ContentDisposition.sanitized("x/\u{301}name") == "\u{301}name")
+        #expect(ContentDisposition.sanitized("invoice\u{202E}fdp.exe") == "invoicefdp.exe")
+        #expect(ContentDisposition.sanitized("a\u{2028}b\u{200B}c") == "abc")
+    }
+}
