@@ -169,6 +169,24 @@ import Testing
         #expect(try Data(contentsOf: file) == faultBytes(5000))
     }
 
+    @Test func newPartialFileIsOfTheFormResumeDataIsAcceptedWith() async throws {
+        let api = try await faultManager()
+        let fault = try await TestServers.fault()
+        let directory = try DownloadTests.temporaryDirectory()
+        let destination = directory.appendingPathComponent("file.bin")
+        let partial = ResumeData.newPartialFile(for: destination)
+        #expect(partial.deletingLastPathComponent().path == directory.path)
+        #expect(partial.lastPathComponent.hasPrefix(".file.bin."))
+        #expect(partial.lastPathComponent.hasSuffix(".download"))
+        #expect(partial != ResumeData.newPartialFile(for: destination))
+        try faultBytes(5000).prefix(2000).write(to: partial)
+        let name = DownloadTests.uniqueName("helper")
+        let resumeData = Self.resumeData(fault, name, total: 5000, partial: partial, bytesWritten: 2000)
+        let file = try await api.downloadTask(resumingFrom: resumeData, to: destination).value
+        #expect(try Data(contentsOf: file) == faultBytes(5000))
+        #expect(try DownloadTests.contents(directory) == ["file.bin"])
+    }
+
     // MARK: Background journal
 
     @Test func journalEntriesNamingFilesElsewhereAreDroppedAndTheFilesUntouched() async throws {
@@ -226,7 +244,7 @@ import Testing
                 == Self.precious)
         #expect(try DownloadTests.contents(downloads) == [])
         #expect(try DownloadTests.contents(journal) == [])
-        let stats = try await DownloadTests.stats(api, name)
+        let stats = try await DownloadTests.stats(try await faultManager(), name)
         #expect(stats["requests"] == 0)
         #expect(recorder.messages.filter { $0.contains("journal") }.count == 3, "\(recorder.messages)")
         api.invalidateAndCancel()
