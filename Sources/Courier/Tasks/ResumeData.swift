@@ -11,9 +11,11 @@ import Foundation
 public struct ResumeData: Sendable, Codable, Hashable {
     /// The URL the download was made from.
     public var url: URL
-    /// The partial file, next to the destination.
+    /// The partial file, next to the destination: `.<destination name>.<8 hex digits>.download`
+    /// (see ``newPartialFile(for:)``). Resuming refuses any other file.
     public var partialFile: URL
-    /// How many bytes of the body the partial file holds.
+    /// How many bytes of the body the partial file holds. Resuming starts at this offset or at
+    /// the file's real size, whichever is smaller; a negative value is refused.
     public var bytesWritten: Int64
     /// The response's `ETag` (preferred) or `Last-Modified`, sent as `If-Range`; nil when the
     /// server sent neither (then the rest is requested without a condition).
