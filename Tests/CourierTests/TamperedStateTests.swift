@@ -228,6 +228,7 @@ import Testing
         }
         try Self.precious.write(
             to: outsider.deletingLastPathComponent().appendingPathComponent(".c.0123ABCD.download"))
+        try Data("not a record".utf8).write(to: journal.appendingPathComponent("\(UUID().uuidString).json"))
 
         let recorder = LogRecorder()
         var configuration = HTTPSessionConfiguration.background(identifier: identifier)
@@ -246,7 +247,7 @@ import Testing
         #expect(try DownloadTests.contents(journal) == [])
         let stats = try await DownloadTests.stats(try await faultManager(), name)
         #expect(stats["requests"] == 0)
-        #expect(recorder.messages.filter { $0.contains("journal") }.count == 3, "\(recorder.messages)")
+        #expect(recorder.messages.filter { $0.contains("journal") }.count == 4, "\(recorder.messages)")
         api.invalidateAndCancel()
     }
 

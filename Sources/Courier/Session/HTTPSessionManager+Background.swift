@@ -26,7 +26,7 @@ extension HTTPSessionManager {
         try background.checkIdentifier()
         let task = background.restoration.withLock { restoration in
             if let restoration { return restoration }
-            let task = Task { await self.restore(background.journal.load()) }
+            let task = Task { await self.restore(background.journal.load(logger: self.logger)) }
             restoration = task
             return task
         }
