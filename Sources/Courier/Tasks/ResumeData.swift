@@ -54,7 +54,8 @@ extension ResumeData {
     /// earlier tool left half downloaded): move it to this name, then resume with
     /// ``ResumeData`` naming it.
     public static func newPartialFile(for destination: URL) -> URL {
-        partialFile(named: destination.lastPathComponent, in: destination.deletingLastPathComponent())
+        partialFile(
+            named: destination.lastPathComponent, in: destination.deletingLastPathComponent().standardizedFileURL)
     }
 
     /// A new partial-file name for a download whose file will be called `name` (`download`
