@@ -8,6 +8,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -189,4 +190,44 @@ void courier_gzip_free(courier_gzip *gzip) {
     if (!gzip) return;
     deflateEnd(&gzip->stream);
     free(gzip);
+}
+
+// MARK: The public suffix list
+
+// libpsl is what libcurl checks response cookies against (curl_version_info's CURL_VERSION_PSL).
+// It is loaded at run time, so that building Courier needs no libpsl headers: libcurl's own
+// dependency, libpsl5, is the library loaded. The context is the list on the system
+// (psl_latest, as libcurl uses), else the one built into libpsl; made once, never freed.
+typedef struct psl_ctx_st psl_ctx_t;
+
+static struct {
+    const psl_ctx_t *context;
+    int (*acceptable)(const psl_ctx_t *, const char *, const char *);
+    int (*is_public_suffix)(const psl_ctx_t *, const char *);
+} courier_psl;
+static pthread_once_t courier_psl_once = PTHREAD_ONCE_INIT;
+
+static void courier_psl_load(void) {
+    void *library = dlopen("libpsl.so.5", RTLD_NOW | RTLD_LOCAL);
+    if (!library) return;
+    psl_ctx_t *(*latest)(const char *) = (psl_ctx_t * (*)(const char *)) dlsym(library, "psl_latest");
+    const psl_ctx_t *(*builtin)(void) = (const psl_ctx_t *(*)(void))dlsym(library, "psl_builtin");
+    courier_psl.acceptable =
+        (int (*)(const psl_ctx_t *, const char *, const char *))dlsym(library, "psl_is_cookie_domain_acceptable");
+    courier_psl.is_public_suffix = (int (*)(const psl_ctx_t *, const char *))dlsym(library, "psl_is_public_suffix");
+    const psl_ctx_t *context = latest ? latest(NULL) : NULL;
+    if (!context && builtin) context = builtin();
+    if (courier_psl.acceptable && courier_psl.is_public_suffix) courier_psl.context = context;
+}
+
+int courier_cookie_domain_acceptable(const char *host, const char *domain) {
+    pthread_once(&courier_psl_once, courier_psl_load);
+    if (!courier_psl.context) return -1;
+    return courier_psl.acceptable(courier_psl.context, host, domain) ? 1 : 0;
+}
+
+int courier_is_public_suffix(const char *domain) {
+    pthread_once(&courier_psl_once, courier_psl_load);
+    if (!courier_psl.context) return -1;
+    return courier_psl.is_public_suffix(courier_psl.context, domain) ? 1 : 0;
 }

@@ -219,6 +219,15 @@ int courier_open_socket(const struct curl_sockaddr *address);
 /// descriptor stays open: libcurl closes it, so its number cannot be reused under libcurl.
 void courier_socket_retire(int fd);
 
+/// Whether a cookie for `domain` may be set by `host`, by the public suffix list libcurl uses
+/// (libpsl, loaded at run time from the library libcurl links): 1 yes, 0 no (the domain is a
+/// public suffix, or not the host or a parent of it), -1 when libpsl cannot be loaded.
+int courier_cookie_domain_acceptable(const char *host, const char *domain);
+
+/// Whether `domain` is a public suffix (`com`, `co.uk`, `github.io`): 1 yes, 0 no, -1 when
+/// libpsl cannot be loaded.
+int courier_is_public_suffix(const char *domain);
+
 /// `epoll_create1(EPOLL_CLOEXEC)`.
 int courier_epoll_create(void);
 /// Registers `fd` for the `CURL_POLL_*` interest `what`: `EPOLL_CTL_ADD` when `add`, else `EPOLL_CTL_MOD`.

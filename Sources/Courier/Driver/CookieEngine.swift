@@ -77,25 +77,45 @@ final class CookieEngine {
         return cookies.filter { ($0.expires ?? .distantFuture) > now }
     }
 
-    func add(_ cookie: Cookie) {
+    /// Stores a cookie handed over by the API. Refused (false) when a field holds a control
+    /// character (it would break the cookie-file line libcurl is given) or when its domain
+    /// with subdomains is a public suffix or part of an IP address.
+    @discardableResult
+    func add(_ cookie: Cookie) -> Bool {
+        guard Self.isStorable(cookie) else { return false }
+        if cookie.includesSubdomains && !CookieDomain.mayHoldCookiesForSubdomains(cookie.domain) { return false }
+        store(cookie)
+        return true
+    }
+
+    private func store(_ cookie: Cookie) {
         courier_easy_setopt_string(utility, CURLOPT_COOKIELIST, cookie.netscapeLine)
     }
 
-    /// `Set-Cookie` header values received for `url`, through libcurl's parser.
+    /// Whether the cookie-file line libcurl is given for `cookie` reads back as one cookie:
+    /// no control character in a field, a domain that is a host name, a name.
+    private static func isStorable(_ cookie: Cookie) -> Bool {
+        Cookie(netscapeLine: Substring(cookie.netscapeLine)) != nil
+    }
+
     /// Stores a `Set-Cookie` value as if `url` had sent it. libcurl's own `Set-Cookie:` form of
-    /// `CURLOPT_COOKIELIST` knows no request host, so the value is parsed here and handed over
-    /// as a cookie-file line. Returns whether the value was a cookie.
+    /// `CURLOPT_COOKIELIST` knows no request host, so the value is parsed here, its domain
+    /// checked as libcurl checks a response's (the public suffix list; an IP address sets
+    /// cookies for itself only), and handed over as a cookie-file line. Returns whether the
+    /// value was stored.
     @discardableResult
     func add(setCookie value: String, for url: URL) -> Bool {
-        guard let cookie = Cookie(setCookie: value, for: url) else { return false }
-        add(cookie)
+        guard let cookie = Cookie(setCookie: value, for: url), let host = url.host else { return false }
+        if cookie.includesSubdomains && !CookieDomain.host(host, maySetCookiesFor: cookie.domain) { return false }
+        guard Self.isStorable(cookie) else { return false }
+        store(cookie)
         return true
     }
 
     func remove(_ cookie: Cookie) {
         var expired = cookie
         expired.expires = Date(timeIntervalSince1970: 1)
-        add(expired)
+        store(expired)
     }
 
     func removeAll() {
@@ -148,7 +168,9 @@ final class CookieEngine {
                 dropped += 1
                 continue
             }
-            if !cookie.isSessionCookie { add(cookie) }
+            // `add` refuses what a response could not have set (a domain cookie for a public
+            // suffix, a line that does not read back).
+            if !cookie.isSessionCookie, !add(cookie) { dropped += 1 }
         }
         if dropped > 0 {
             logger?.warning("Dropped \(dropped) malformed line(s) of the cookie jar \(jar.path)")

@@ -142,8 +142,12 @@ enum TransferOutcome {
 enum RedirectPolicy {
     /// Headers that describe the body: dropped when the body is.
     static let bodyHeaders: [HTTPField.Name] = [.contentType, .contentEncoding, .contentLanguage, .contentLocation]
-    /// Credentials the caller set: never sent to another origin.
-    static let credentialHeaders: [HTTPField.Name] = [.authorization, .cookie, .proxyAuthorization]
+    /// Headers the caller set for the first origin: credentials, and a `Host` that names it
+    /// (which, sent to another server, would ask it for the first one's site). Never sent to
+    /// another origin, as curl drops them.
+    static let originHeaders: [HTTPField.Name] = [
+        .authorization, .cookie, .proxyAuthorization, HTTPField.Name("Host")!,
+    ]
 
     static func nextRequest(
         after request: TransferRequest, response: HTTPResponse, location: String, redirectCount: Int
@@ -186,7 +190,7 @@ enum RedirectPolicy {
         if request.url.map({ !Self.sameOrigin($0, target) }) ?? true {
             // (The session's credentials stay with the request: each is sent only to the
             // origin it was given for, see `configure`.)
-            for name in credentialHeaders { next.head.headerFields[name] = nil }
+            for name in originHeaders { next.head.headerFields[name] = nil }
         }
         return next
     }

@@ -259,7 +259,9 @@ private struct JSONParser {
         }
         let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
         if isInteger, let integer = Int(text) { return .int(integer) }
-        guard let double = Double(text) else { throw failure("invalid number") }
+        // A number beyond Double's range (`1e999`) is refused, as JSONDecoder refuses it: read
+        // as infinity it could not be written back as JSON.
+        guard let double = Double(text), double.isFinite else { throw failure("number out of range: \(text)") }
         return .double(double)
     }
 }

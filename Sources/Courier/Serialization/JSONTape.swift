@@ -380,7 +380,8 @@ final class JSONTape {
     }
 
     /// A number node's value as `Double`, when it is a normal finite number or zero written as
-    /// zero; nil otherwise (over- and underflow, where `JSONDecoder` has its own rules).
+    /// zero (no exponent); nil otherwise (over- and underflow, and zero with an exponent, where
+    /// `JSONDecoder` has its own rules).
     func double(at index: Int) -> Double? {
         let node = nodes[index]
         guard node.kind == .integer || node.kind == .number else { return nil }
@@ -388,9 +389,10 @@ final class JSONTape {
         guard let value = Double(String(decoding: text, as: UTF8.self)), value.isFinite else { return nil }
         if value.isNormal { return value }
         guard value == 0 else { return nil }  // subnormal
-        // Zero only when every digit before the exponent is zero.
+        // Zero only when written as zero without an exponent: an underflow (`1e-400`) is
+        // JSONDecoder's to judge, and so is `0e8`, which Foundation's parser refuses.
         for byte in text {
-            if byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E") { break }
+            if byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E") { return nil }
             if byte >= UInt8(ascii: "1") && byte <= UInt8(ascii: "9") { return nil }
         }
         return value

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 
 /// A `multipart/form-data` body (RFC 7578), built part by part and streamed when sent: file
 /// parts are read from disk as the request goes out, never copied into memory or a
@@ -15,6 +16,9 @@ public struct MultipartFormData: Sendable {
     /// The boundary between parts: random, 32 characters after a `courier-` prefix.
     public let boundary: String
     private var parts: [Part] = []
+    /// Why the form cannot be sent: the first part whose MIME type or extra headers would not
+    /// be a well-formed part header. Thrown when the request is made, before anything is sent.
+    private(set) var refusal: CourierError?
 
     private struct Part: Sendable {
         var header: Data
@@ -99,15 +103,44 @@ public struct MultipartFormData: Sendable {
         return segments
     }
 
-    private func header(name: String, fileName: String?, mimeType: String?, extra: [String: String]) -> Data {
+    /// The encoded body, or the refusal of a part that cannot be written.
+    func checkedSegments() throws(CourierError) -> [BodySegment] {
+        if let refusal { throw refusal }
+        return segments
+    }
+
+    /// A part's header block. The name and file name are quoted (see `quoted(_:)`); the MIME
+    /// type and extra headers go out as given, so one with CR, LF or NUL (which would start
+    /// another header or part), or a header name that is not a token, refuses the form.
+    private mutating func header(name: String, fileName: String?, mimeType: String?, extra: [String: String]) -> Data {
         var text = "Content-Disposition: form-data; name=\"\(Self.quoted(name))\""
         if let fileName { text += "; filename=\"\(Self.quoted(fileName))\"" }
         text += "\r\n"
-        if let mimeType { text += "Content-Type: \(mimeType)\r\n" }
+        if let mimeType {
+            if Self.breaksLine(mimeType) {
+                refuse("The MIME type of part '\(name)' contains CR, LF or NUL: \(mimeType.debugDescription)")
+            }
+            text += "Content-Type: \(mimeType)\r\n"
+        }
         for (field, value) in extra.sorted(by: { $0.key < $1.key }) {
-            text += "\(Self.headerSafe(field)): \(Self.headerSafe(value))\r\n"
+            if HTTPField.Name(field) == nil {
+                refuse("'\(field.debugDescription)' in part '\(name)' is not a valid header name")
+            } else if Self.breaksLine(value) {
+                refuse(
+                    "The value of header '\(field)' in part '\(name)' contains CR, LF or NUL: \(value.debugDescription)"
+                )
+            }
+            text += "\(field): \(value)\r\n"
         }
         return Data((text + "\r\n").utf8)
+    }
+
+    private mutating func refuse(_ message: String) {
+        if refusal == nil { refusal = .invalidHeader(.init(message: message)) }
+    }
+
+    private static func breaksLine(_ value: String) -> Bool {
+        value.utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }
     }
 
     /// Names and file names go into a quoted string as UTF-8, with `"`, CR and LF
@@ -124,10 +157,6 @@ public struct MultipartFormData: Sendable {
             }
         }
         return result
-    }
-
-    private static func headerSafe(_ value: String) -> String {
-        value.replacingOccurrences(of: "\r", with: " ").replacingOccurrences(of: "\n", with: " ")
     }
 
     static func fileLength(_ url: URL) throws(CourierError) -> Int64 {

@@ -25,6 +25,7 @@ public enum QueryStringEncoding {
             throw .serializationFailed(
                 .init(message: "Query and form parameters must be an object of named values, not \(parameters)"))
         }
+        try parameters.requireFiniteNumbers()
         var pairs: [(String, String?)] = []
         collectPairs(key: nil, value: parameters, into: &pairs)
         return pairs
@@ -39,7 +40,9 @@ public enum QueryStringEncoding {
         case .array(let elements):
             for element in elements { collectPairs(key: "\(key ?? "")[]", value: element, into: &pairs) }
         case .null:
-            if let key { pairs.append((key, nil)) }
+            // A bare key; with an empty name there is nothing to write (and nothing a decoder
+            // would read back), so nothing is.
+            if let key, !key.isEmpty { pairs.append((key, nil)) }
         default:
             if let key { pairs.append((key, scalarText(value))) }
         }

@@ -111,6 +111,7 @@ public struct JSONRequestSerializer: RequestSerializer {
             return try QueryRequestSerializer().serialize(request, parameters: parameters)
         }
         guard let parameters else { return SerializedRequest(request: request) }
+        try parameters.requireFiniteNumbers()
         return SerializedRequest(
             request: settingContentType("application/json", on: request),
             body: parameters.serialized(prettyPrinted: prettyPrinted))

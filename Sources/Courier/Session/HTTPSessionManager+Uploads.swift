@@ -7,6 +7,8 @@ public struct UploadBody: Sendable {
         case content(RequestBody.Content)
         /// A file, measured when the task starts.
         case file(URL)
+        /// A body that cannot be sent (a multipart form with a malformed part header).
+        case refused(CourierError)
     }
 
     let source: Source
@@ -30,9 +32,12 @@ public struct UploadBody: Sendable {
         UploadBody(source: .content(.stream(StreamBodyBridge(bytes))), contentType: contentType)
     }
 
-    /// A multipart form (its file parts are read while the request is sent).
+    /// A multipart form (its file parts are read while the request is sent). A form with a
+    /// part whose MIME type or extra header holds CR, LF or NUL fails the task with
+    /// `CourierError.invalidHeader` before anything is sent.
     public static func multipart(_ form: MultipartFormData) -> UploadBody {
-        UploadBody(source: .content(.segments(form.segments)), contentType: form.contentType)
+        if let refusal = form.refusal { return UploadBody(source: .refused(refusal), contentType: nil) }
+        return UploadBody(source: .content(.segments(form.segments)), contentType: form.contentType)
     }
 
     /// The body the driver sends. Files are measured here, so that a missing one fails before
@@ -44,6 +49,8 @@ public struct UploadBody: Sendable {
         case .file(let url):
             let length = try MultipartFormData.fileLength(url)
             return RequestBody(.file(path: url.path, length: length), compressed: compressed)
+        case .refused(let error):
+            throw error
         }
     }
 }
@@ -149,7 +156,7 @@ extension HTTPSessionManager {
         if let parameters { try form.append(parameters: parameters) }
         try constructingBody(&form)
         var call = Call(
-            method: .post, path: path, headers: headers, body: RequestBody(.segments(form.segments)),
+            method: .post, path: path, headers: headers, body: RequestBody(.segments(try form.checkedSegments())),
             contentType: form.contentType)
         call.usesLargeBuffers = form.contentLength > 1 << 20
         return try await perform(call, serializer: serializer).value

@@ -26,7 +26,8 @@ import Logging
 /// The serializer and header properties can be set from any context.
 ///
 /// Each manager owns one libcurl multi handle on a thread of its own, with its connection
-/// pool; reuse one manager for many requests. The thread ends when the manager is released.
+/// pool; reuse one manager for many requests. The thread ends when the manager is released and
+/// its last request has ended (each request holds the manager), or at `invalidateAndCancel()`.
 @HTTPSessionActor
 open class HTTPSessionManager {
     /// The URL that relative paths resolve against (with a trailing slash added when missing).
@@ -138,7 +139,11 @@ open class HTTPSessionManager {
 
     /// Cancels every request and task of this manager (they throw `CancellationError`), closes
     /// its connections and ends its driver thread. Requests made afterwards fail at once with
-    /// `CancellationError`. Releasing the manager does the same.
+    /// `CancellationError`.
+    ///
+    /// Releasing the manager is not the same: each request and task holds the manager until it
+    /// ends, so the requests running when the last other reference goes finish first; then the
+    /// manager closes its connections and ends its driver thread.
     ///
     /// A background session's tasks are cancelled for good (their journal entries and partial
     /// files go), its ``events`` streams end, and its identifier is free for a new manager.

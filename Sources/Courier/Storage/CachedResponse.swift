@@ -182,10 +182,8 @@ struct CacheControl {
             }
         }
         if named("max-age") {
-            maxAge = equals.flatMap { equals in
-                let value = bytes.trimmingWhitespace((equals + 1)..<bytes.count, also: UInt8(ascii: "\""))
-                return TimeInterval(String(decoding: UnsafeBufferPointer(rebasing: bytes[value]), as: UTF8.self))
-            }
+            let value = equals.map { bytes.trimmingWhitespace(($0 + 1)..<bytes.count, also: UInt8(ascii: "\"")) }
+            maxAge = Self.deltaSeconds(value.map { UnsafeBufferPointer(rebasing: bytes[$0]) })
         } else if named("no-store") {
             noStore = true
         } else if named("no-cache") {
@@ -195,6 +193,19 @@ struct CacheControl {
         } else if named("public") || named("s-maxage") {
             isPublic = true
         }
+    }
+
+    /// A delta-seconds value (RFC 9111 section 1.2.2): digits only. One too large to hold is
+    /// 2^31, as the RFC says; a missing or malformed one (`-5`, `1e3`, `inf`) is 0, so that the
+    /// response is stale rather than fresh for a time nobody meant.
+    private static func deltaSeconds(_ digits: UnsafeBufferPointer<UInt8>?) -> TimeInterval {
+        guard let digits, !digits.isEmpty else { return 0 }
+        var seconds = 0
+        for byte in digits {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return 0 }
+            seconds = min(seconds * 10 + Int(byte - UInt8(ascii: "0")), 1 << 31)
+        }
+        return TimeInterval(seconds)
     }
 
     /// `text` without leading and trailing spaces and tabs.

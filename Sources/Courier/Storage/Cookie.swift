@@ -65,7 +65,9 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
     /// Parses a `Set-Cookie` header value as if `url` had sent it (RFC 6265 section 5.2):
     /// without a `Domain` attribute the cookie is for the URL's host only; without a `Path`
     /// attribute its path is the directory of the URL's path; `Max-Age` wins over `Expires`.
-    /// Nil when the value has no `name=` or when `Domain` names another site.
+    /// Nil when the value has no `name=`, when the name or value holds a control character (as
+    /// libcurl refuses them: a tab or line break would also break the cookie file), or when
+    /// `Domain` names another site. A `Path` with a control character is ignored.
     init?(setCookie value: String, for url: URL, now: Date = Date()) {
         guard let host = url.host?.lowercased() else { return nil }
         let parts = value.split(separator: ";", omittingEmptySubsequences: false).map {
@@ -74,13 +76,13 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
         guard let first = parts.first, let equals = first.firstIndex(of: "="), equals != first.startIndex else {
             return nil
         }
-        self.init(
-            name: first[..<equals].trimmingCharacters(in: .whitespaces),
-            value: first[first.index(after: equals)...].trimmingCharacters(in: .whitespaces), domain: host,
-            path: Self.defaultPath(of: url))
+        let name = first[..<equals].trimmingCharacters(in: .whitespaces)
+        let content = first[first.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+        guard !name.isEmpty, !Self.hasControl(name), !Self.hasControl(content) else { return nil }
+        self.init(name: name, value: content, domain: host, path: Self.defaultPath(of: url))
         var maxAge: Int?
         for attribute in parts.dropFirst() {
-            let pieces = attribute.split(separator: "=", maxSplits: 1).map {
+            let pieces = attribute.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map {
                 $0.trimmingCharacters(in: .whitespaces)
             }
             let argument = pieces.count == 2 ? pieces[1] : ""
@@ -90,7 +92,7 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
                 guard host == named || host.hasSuffix("." + named) else { return nil }
                 domain = named
                 includesSubdomains = true
-            case "path" where argument.hasPrefix("/"): path = argument
+            case "path" where argument.hasPrefix("/") && !Self.hasControl(argument): path = argument
             case "max-age": maxAge = Int(argument) ?? maxAge
             case "expires" where maxAge == nil: expires = HTTPDate.parse(argument) ?? expires
             case "secure": isSecure = true
@@ -99,9 +101,21 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
             }
         }
         if let maxAge { expires = now.addingTimeInterval(TimeInterval(max(maxAge, -1))) }
+        // No later than the cookie file can say (and Int64 seconds can hold).
+        if let date = expires, date.timeIntervalSince1970 > Self.latestExpiry {
+            expires = Date(timeIntervalSince1970: Self.latestExpiry)
+        }
     }
 
     /// RFC 6265 section 5.1.4: the request path up to, not including, its last `/`.
+    /// The end of year 9999, in seconds since 1970: the latest expiry kept.
+    static let latestExpiry: TimeInterval = 253_402_300_799
+
+    /// Whether `text` has a C0 control character (tab included) or DEL.
+    static func hasControl<Text: StringProtocol>(_ text: Text) -> Bool {
+        text.utf8.contains { $0 < 0x20 || $0 == 0x7F }
+    }
+
     private static func defaultPath(of url: URL) -> String {
         let requestPath = url.path
         guard requestPath.hasPrefix("/"), let slash = requestPath.lastIndex(of: "/"), slash != requestPath.startIndex
@@ -114,7 +128,7 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
     /// A line of the Netscape cookie file format (what `CURLOPT_COOKIELIST` takes and
     /// `CURLINFO_COOKIELIST` returns): seven tab-separated fields.
     var netscapeLine: String {
-        let seconds = expires.map { max(1, Int64($0.timeIntervalSince1970)) } ?? 0
+        let seconds = expires.map { Int64(max(1, min($0.timeIntervalSince1970, Self.latestExpiry))) } ?? 0
         let domainField = (isHTTPOnly ? "#HttpOnly_" : "") + (includesSubdomains ? "." : "") + domain
         return [
             domainField, includesSubdomains ? "TRUE" : "FALSE", path, isSecure ? "TRUE" : "FALSE", String(seconds),
@@ -123,26 +137,38 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
         ].joined(separator: "\t")
     }
 
-    /// Parses a Netscape cookie file line; nil for comments, blank or malformed lines.
+    /// Parses a Netscape cookie file line; nil for comments, blank or malformed lines. The jar
+    /// is read back from disk, so it is untrusted: exactly seven tab-separated fields (a
+    /// trailing CR is dropped), none with a control character, a domain that is a host name
+    /// (not empty, no leading dot after the one that means subdomains, no `#`, no spaces), a
+    /// name, and an expiry that is a number. Read byte by byte: a tab, dot or `#` followed by
+    /// a combining mark is still that byte.
     init?(netscapeLine line: Substring) {
-        var text = line
+        var text = line.utf8[...]
+        if text.last == 0x0D { text = text.dropLast() }
         var httpOnly = false
-        if text.hasPrefix("#HttpOnly_") {
+        let httpOnlyPrefix = "#HttpOnly_".utf8
+        if text.starts(with: httpOnlyPrefix) {
             httpOnly = true
-            text = text.dropFirst("#HttpOnly_".count)
-        } else if text.hasPrefix("#") || text.trimmingCharacters(in: .whitespaces).isEmpty {
+            text = text.dropFirst(httpOnlyPrefix.count)
+        } else if text.first == UInt8(ascii: "#") || text.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) {
             return nil
         }
-        let fields = text.split(separator: "\t", omittingEmptySubsequences: false)
-        guard fields.count >= 7, let seconds = Int64(fields[4]) else { return nil }
-        var domain = String(fields[0])
-        let subdomains = fields[1] == "TRUE"
-        if domain.hasPrefix(".") { domain.removeFirst() }
-        guard !domain.isEmpty, !fields[5].isEmpty else { return nil }
+        let fields = text.split(separator: 0x09, omittingEmptySubsequences: false).map {
+            String(decoding: $0, as: UTF8.self)
+        }
+        guard fields.count == 7, !fields.contains(where: { Self.hasControl($0) }),
+            let seconds = Int64(fields[4])
+        else { return nil }
+        var domain = fields[0]
+        if domain.utf8.first == UInt8(ascii: ".") { domain = String(domain.unicodeScalars.dropFirst()) }
+        guard let start = domain.utf8.first, start != UInt8(ascii: "."), start != UInt8(ascii: "#"),
+            !domain.unicodeScalars.contains(where: \.properties.isWhitespace), !fields[5].isEmpty
+        else { return nil }
+        let expiry = min(TimeInterval(seconds), Self.latestExpiry)
         self.init(
-            name: String(fields[5]), value: fields[6...].joined(separator: "\t"), domain: domain,
-            includesSubdomains: subdomains, path: String(fields[2]),
-            expires: seconds == 0 ? nil : Date(timeIntervalSince1970: TimeInterval(seconds)),
+            name: fields[5], value: fields[6], domain: domain, includesSubdomains: fields[1] == "TRUE",
+            path: fields[2], expires: seconds == 0 ? nil : Date(timeIntervalSince1970: expiry),
             isSecure: fields[3] == "TRUE", isHTTPOnly: httpOnly)
     }
 }

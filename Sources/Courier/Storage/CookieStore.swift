@@ -35,31 +35,46 @@ public struct CookieStore: Sendable {
     }
 
     /// Runs a change on the driver thread, and writes the jar file (of a default session).
-    private func change(_ work: @escaping @Sendable (CookieEngine) -> Void) async {
+    @discardableResult
+    private func change(_ work: @escaping @Sendable (CookieEngine) -> Bool) async -> Bool {
         await onDriver(
             { engine in
-                work(engine)
+                let changed = work(engine)
                 engine.persist()
-            }, otherwise: ())
+                return changed
+            }, otherwise: false)
     }
 
-    /// Adds (or replaces) a cookie.
-    public func set(_ cookie: Cookie) async {
+    /// Adds (or replaces) a cookie. Returns false, storing nothing, when a field holds a
+    /// control character, or when the cookie is for subdomains of a public suffix (`com`,
+    /// `co.uk`) or of part of an IP address.
+    @discardableResult
+    public func set(_ cookie: Cookie) async -> Bool {
         await change { $0.add(cookie) }
     }
 
-    /// Stores cookies from a `Set-Cookie` header value as if `url` had sent it.
-    public func set(setCookieHeader value: String, for url: URL) async {
+    /// Stores a cookie from a `Set-Cookie` header value as if `url` had sent it, by the rules a
+    /// response's cookie meets: a `Domain` must be the URL's host or a parent of it, and not a
+    /// public suffix (`Domain=co.uk` is refused); an IP address sets cookies for itself only.
+    /// Returns false, storing nothing, when the value is refused or is not a cookie.
+    @discardableResult
+    public func set(setCookieHeader value: String, for url: URL) async -> Bool {
         await change { $0.add(setCookie: value, for: url) }
     }
 
     /// Removes a cookie (matched by name, domain and path).
     public func remove(_ cookie: Cookie) async {
-        await change { $0.remove(cookie) }
+        await change {
+            $0.remove(cookie)
+            return true
+        }
     }
 
     /// Removes every cookie, from memory and from the jar file.
     public func removeAll() async {
-        await change { $0.removeAll() }
+        await change {
+            $0.removeAll()
+            return true
+        }
     }
 }

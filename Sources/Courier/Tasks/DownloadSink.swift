@@ -252,7 +252,7 @@ struct ContentRange {
 }
 
 /// The file name a `Content-Disposition` header suggests (RFC 6266), made safe to use as one
-/// path component: no directories, no `..`, no control characters, no leading dot.
+/// path component: no directories, no `..`, no control or format characters, no leading dot.
 enum ContentDisposition {
     static func fileName(_ value: String) -> String? {
         var plain: String?
@@ -278,14 +278,31 @@ enum ContentDisposition {
         return (extended ?? plain).flatMap(sanitized)
     }
 
-    /// The last path component of `name`, without control characters or a leading dot; nil when
-    /// nothing usable is left.
+    /// The last path component of `name`, without control characters, without format
+    /// characters (the bidirectional overrides that make `invoice\u{202E}fdp.exe` display as
+    /// `invoiceexe.pdf`, zero-width joiners and the like) or line separators, without
+    /// surrounding spaces or leading dots; nil when nothing usable is left. Scalar by scalar:
+    /// a `/` followed by a combining mark is still a separator.
     static func sanitized(_ name: String) -> String? {
-        let lastComponent = name.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
-        var cleaned = String(lastComponent.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F })
-        while cleaned.hasPrefix(".") { cleaned.removeFirst() }
-        cleaned = cleaned.trimmingCharacters(in: .whitespaces)
+        let scalars = Array(name.unicodeScalars)
+        let start = (scalars.lastIndex { $0 == "/" || $0 == "\\" }).map { $0 + 1 } ?? 0
+        var kept = String.UnicodeScalarView()
+        for scalar in scalars[start...] {
+            switch scalar.properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator, .surrogate, .unassigned, .privateUse:
+                continue
+            default:
+                kept.append(scalar)
+            }
+        }
+        var cleaned = Substring(String(kept))
+        while let first = cleaned.unicodeScalars.first, first == "." || first.properties.isWhitespace {
+            cleaned = Substring(cleaned.unicodeScalars.dropFirst())
+        }
+        while let last = cleaned.unicodeScalars.last, last.properties.isWhitespace {
+            cleaned = Substring(cleaned.unicodeScalars.dropLast())
+        }
         guard !cleaned.isEmpty, cleaned.utf8.count <= 255 else { return nil }
-        return cleaned
+        return String(cleaned)
     }
 }

@@ -1,0 +1,6 @@
+#include <stddef.h>
+#include <stdint.h>
+
+/// libFuzzer's driver, for a program whose `main` is its own (SwiftPM names an executable's
+/// entry point itself): runs the fuzzing loop with `callback` as the target.
+int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const uint8_t *data, size_t size));

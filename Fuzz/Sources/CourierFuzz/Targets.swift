@@ -1,0 +1,274 @@
+@testable import Courier
+import Foundation
+import MultipartKit
+
+/// One function per hand-written parser: each must never crash, and each checks a property
+/// that a wrong answer breaks (a round trip, an agreement with a standard implementation, or
+/// an invariant the rest of Courier relies on).
+enum FuzzTargets {
+    static let all: [String: @Sendable (Data) -> Void] = [
+        "json": json,
+        "tape": tape,
+        "head": head,
+        "setcookie": setCookie,
+        "cookiejar": cookieJar,
+        "httpdate": httpDate,
+        "cachecontrol": cacheControl,
+        "disposition": disposition,
+        "query": query,
+        "multipart": multipart,
+    ]
+
+    // MARK: JSON
+
+    /// Whatever parses, written and parsed again, is the same value.
+    static func json(_ data: Data) {
+        guard let value = try? JSON(parsing: data) else { return }
+        let written = value.serialized()
+        guard let again = try? JSON(parsing: written) else {
+            return fuzzCheck(false, "the written form does not parse: \(written.text)")
+        }
+        fuzzCheck(again == value, "round trip changed \(value) into \(again)")
+    }
+
+    /// Differential: whenever the tape decoder answers, `JSONDecoder` gives the same answer.
+    static func tape(_ data: Data) {
+        agree(Record.self, data)
+        agree([String: Int].self, data)
+        agree([Double].self, data)
+        agree([String?].self, data)
+        agree([Int8].self, data)
+        agree([UInt64].self, data)
+        agree(Bool.self, data)
+        agree(String.self, data)
+    }
+
+    private static func agree<T: Decodable & Equatable>(_ type: T.Type, _ data: Data) {
+        let decoder = JSONDecoder()
+        guard let fast = TapeDecoding.decode(type, from: data, like: decoder) else { return }
+        guard let reference = try? decoder.decode(type, from: data) else {
+            return fuzzCheck(false, "the tape decoded \(fast) where JSONDecoder fails")
+        }
+        fuzzCheck(fast == reference, "the tape decoded \(fast), JSONDecoder \(reference)")
+    }
+
+    struct Record: Decodable, Equatable {
+        var id: Int
+        var name: String
+        var score: Double?
+        var tags: [String]
+        var flags: [String: Bool]?
+        var child: Child?
+    }
+
+    struct Child: Decodable, Equatable {
+        var id: Int64
+        var ratio: Double
+        var note: String?
+    }
+
+    // MARK: Response heads
+
+    /// Lines as libcurl hands them over: a complete head has a status, a length that is not
+    /// negative, and builds a response with that status.
+    static func head(_ data: Data) {
+        var parser = ResponseHeadParser()
+        var lineStart = data.startIndex
+        var index = data.startIndex
+        while index < data.endIndex {
+            if data[index] == 0x0A || index == data.endIndex - 1 {
+                let line = data[lineStart...index]
+                let result = line.withUnsafeBytes { parser.consume($0) }
+                if case .invalid = result { return }
+                if case .complete = result {
+                    fuzzCheck((100...999).contains(parser.statusCode), "status \(parser.statusCode)")
+                    fuzzCheck((parser.contentLength ?? 0) >= 0, "length \(parser.contentLength ?? 0)")
+                    if let response = parser.response {
+                        fuzzCheck(response.status.code == parser.statusCode, "status differs")
+                    }
+                }
+                lineStart = index + 1
+            }
+            index += 1
+        }
+    }
+
+    // MARK: Cookies
+
+    static let cookieURL = URL(string: "https://www.example.com/dir/page")!
+    static let now = Date(timeIntervalSince1970: 1_700_000_000)
+
+    /// A cookie parsed from `Set-Cookie` holds no control characters, matches its own request
+    /// host, and survives a trip through the cookie-file line libcurl is given.
+    static func setCookie(_ data: Data) {
+        guard let cookie = Cookie(setCookie: data.text, for: cookieURL, now: now) else { return }
+        for field in [cookie.name, cookie.value, cookie.domain, cookie.path] {
+            fuzzCheck(!hasControl(field), "control character in \(field.debugDescription)")
+        }
+        fuzzCheck(!cookie.name.isEmpty, "empty name")
+        fuzzCheck(cookie.path.hasPrefix("/"), "path \(cookie.path.debugDescription)")
+        fuzzCheck(
+            "www.example.com" == cookie.domain || "www.example.com".hasSuffix("." + cookie.domain),
+            "domain \(cookie.domain)")
+        roundTrip(cookie)
+    }
+
+    /// A cookie-file line that parses, written and parsed again, is the same cookie.
+    static func cookieJar(_ data: Data) {
+        guard let cookie = Cookie(netscapeLine: Substring(data.text)) else { return }
+        roundTrip(cookie)
+    }
+
+    private static func roundTrip(_ cookie: Cookie) {
+        let line = cookie.netscapeLine
+        fuzzCheck(line.split(separator: "\t", omittingEmptySubsequences: false).count == 7, "line \(line.debugDescription)")
+        fuzzCheck(!line.contains("\n") && !line.contains("\r"), "line break in \(line.debugDescription)")
+        guard let again = Cookie(netscapeLine: Substring(line)) else {
+            return fuzzCheck(false, "\(line.debugDescription) does not parse back")
+        }
+        var expected = cookie
+        // The file keeps whole seconds, at least 1 (0 means a session cookie).
+        expected.expires = cookie.expires.map { Date(timeIntervalSince1970: TimeInterval(max(1, Int64($0.timeIntervalSince1970)))) }
+        fuzzCheck(again == expected, "\(cookie) came back as \(again)")
+    }
+
+    private static func hasControl(_ text: String) -> Bool {
+        text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
+    }
+
+    // MARK: Dates and Cache-Control
+
+    static let imfFixdate: DateFormatter = {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter
+    }()
+
+    /// A parsed date is whole seconds, and its IMF-fixdate form parses to the same date.
+    static func httpDate(_ data: Data) {
+        guard let date = HTTPDate.parse(data.text) else { return }
+        let seconds = date.timeIntervalSince1970
+        fuzzCheck(seconds.rounded() == seconds, "fractional date \(seconds)")
+        guard seconds >= -11_644_473_600, seconds < 253_402_300_800 else { return }  // years 1601 to 9999
+        let text = imfFixdate.string(from: date)
+        fuzzCheck(HTTPDate.parse(text) == date, "\(date) written as \(text) parses as \(String(describing: HTTPDate.parse(text)))")
+    }
+
+    /// `max-age` is a delta-seconds: finite and not negative, whatever the text.
+    static func cacheControl(_ data: Data) {
+        let control = CacheControl(data.fields)
+        if let maxAge = control.maxAge {
+            fuzzCheck(maxAge.isFinite && maxAge >= 0, "max-age \(maxAge)")
+        }
+    }
+
+    // MARK: Content-Disposition
+
+    /// A suggested name is one visible path component: no separator, no leading dot or space,
+    /// no control or format character, at most 255 bytes.
+    static func disposition(_ data: Data) {
+        for value in [data.text, "attachment; filename=\"\(data.text)\"", "attachment; filename*=UTF-8''\(data.text)"] {
+            guard let name = ContentDisposition.fileName(value) else { continue }
+            fuzzCheck(!name.isEmpty && name.utf8.count <= 255, "length of \(name.debugDescription)")
+            fuzzCheck(!name.unicodeScalars.contains { $0 == "/" || $0 == "\\" }, "separator in \(name.debugDescription)")
+            fuzzCheck(name != "." && name != "..", "\(name.debugDescription)")
+            let first = name.unicodeScalars.first!
+            fuzzCheck(first != "." && !first.properties.isWhitespace, "leading \(name.debugDescription)")
+            fuzzCheck(!(name.unicodeScalars.last!.properties.isWhitespace), "trailing space in \(name.debugDescription)")
+            fuzzCheck(
+                !name.unicodeScalars.contains {
+                    [.control, .format, .lineSeparator, .paragraphSeparator].contains($0.properties.generalCategory)
+                }, "control or format character in \(name.debugDescription)")
+        }
+    }
+
+    // MARK: Query strings
+
+    /// Names and values from the input, encoded, decode (by Foundation's `URLComponents`) to the
+    /// same pairs, in the encoder's order.
+    static func query(_ data: Data) {
+        let fields = data.fields
+        var members: [String: JSON] = [:]
+        var index = 0
+        while index + 1 < fields.count {
+            let value = fields[index + 1]
+            members[fields[index]] = value == "\u{1}" ? .null : .string(value)
+            index += 2
+        }
+        let parameters = JSON.object(members)
+        guard let encoded = try? QueryStringEncoding.encode(parameters),
+            let pairs = try? QueryStringEncoding.pairs(parameters)
+        else { return fuzzCheck(false, "an object of strings was refused") }
+        var components = URLComponents()
+        components.percentEncodedQuery = encoded
+        let decoded = (components.queryItems ?? []).map { ($0.name, $0.value) }
+        fuzzCheck(
+            decoded.count == pairs.count && zip(decoded, pairs).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 },
+            "\(pairs) encoded as \(encoded.debugDescription) decodes as \(decoded)")
+    }
+
+    // MARK: Multipart forms
+
+    /// Parts from the input (name, file name, type, content), written by Courier, parse back with
+    /// multipart-kit's parser into the same parts; a type that would break the header block is
+    /// refused instead.
+    static func multipart(_ data: Data) {
+        let fields = data.fields
+        var form = Courier.MultipartFormData(boundary: "courier-fuzz-boundary-0123456789abcdef")
+        var expected: [(name: String, fileName: String?, type: String?, content: Data)] = []
+        var index = 0
+        while index + 3 < fields.count {
+            let name = fields[index]
+            let fileName = fields[index + 1].isEmpty ? nil : fields[index + 1]
+            let type = fields[index + 2].isEmpty ? nil : fields[index + 2]
+            let content = Data(fields[index + 3].utf8)
+            form.append(content, name: name, fileName: fileName, mimeType: type)
+            expected.append((name, fileName, type ?? fileName.map(MIMEType.forFileName), content))
+            index += 4
+        }
+        let breaks = expected.contains { $0.type?.utf8.contains { $0 == 0x0A || $0 == 0x0D || $0 == 0 } ?? false }
+        guard let segments = try? form.checkedSegments() else {
+            return fuzzCheck(breaks, "a form without line breaks in its types was refused")
+        }
+        fuzzCheck(!breaks, "a type with a line break was written")
+        guard !expected.isEmpty else { return }
+        var body = Data()
+        for segment in segments {
+            guard case .data(let bytes) = segment else { return fuzzCheck(false, "a data part that is not data") }
+            body.append(bytes)
+        }
+        fuzzCheck(Int64(body.count) == form.contentLength, "contentLength \(form.contentLength), body \(body.count)")
+        let parser = MultipartParser(boundary: form.boundary)
+        var parts: [(headers: [(String, String)], body: Data)] = []
+        var headers: [(String, String)] = []
+        var content = Data()
+        parser.onHeader = { headers.append(($0, $1)) }
+        parser.onBody = { buffer in content.append(contentsOf: buffer.readableBytesView) }
+        parser.onPartComplete = {
+            parts.append((headers, content))
+            headers = []
+            content = Data()
+        }
+        do {
+            try parser.execute(Array(body))
+        } catch {
+            return fuzzCheck(false, "multipart-kit cannot parse the form: \(error)")
+        }
+        fuzzCheck(parts.count == expected.count, "\(expected.count) parts written, \(parts.count) parsed")
+        for (part, want) in zip(parts, expected) {
+            fuzzCheck(part.body == want.content, "content of part \(want.name.debugDescription)")
+            let disposition = part.headers.first { $0.0.lowercased() == "content-disposition" }?.1 ?? ""
+            var wanted = "form-data; name=\"\(Courier.MultipartFormData.quoted(want.name))\""
+            if let fileName = want.fileName { wanted += "; filename=\"\(Courier.MultipartFormData.quoted(fileName))\"" }
+            fuzzCheck(disposition == wanted, "disposition \(disposition.debugDescription), wanted \(wanted.debugDescription)")
+            // Parsers drop a field value's surrounding spaces and tabs (RFC 9110 section 5.5).
+            let spaces = CharacterSet(charactersIn: " \t")
+            let type = part.headers.first { $0.0.lowercased() == "content-type" }?.1.trimmingCharacters(in: spaces)
+            let wantedType = want.type?.trimmingCharacters(in: spaces)
+            fuzzCheck(type == wantedType, "type \(type.debugDescription), wanted \(wantedType.debugDescription)")
+            fuzzCheck(part.headers.count == (want.type == nil ? 1 : 2), "headers \(part.headers)")
+        }
+    }
+}
