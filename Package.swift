@@ -41,7 +41,9 @@ let package = Package(
         ),
         .testTarget(
             name: "CourierTests",
-            dependencies: ["Courier", "CourierTestHelper"],
+            dependencies: [
+                "Courier", "CourierTestHelper", .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Tests/CourierTests"
         ),
     ],

@@ -20,7 +20,7 @@ struct Downloader {
         }
         let destination = URL(fileURLWithPath: output ?? Self.defaultName(for: invocation.url))
         let resumeFile = URL(fileURLWithPath: destination.path + ".courier-resume")
-        let task = makeTask(destination: destination, resumeFile: resumeFile)
+        let (task, adopted) = makeTask(destination: destination, resumeFile: resumeFile)
         let display = ProgressDisplay()
 
         // Ctrl-C keeps what was downloaded.
@@ -48,28 +48,38 @@ struct Downloader {
         } catch let error as CourierError {
             display.finish(verb: "stopped at")
             Self.save(error.context.resumeData, to: resumeFile)
+            if let adopted, error.context.resumeData == nil, FileManager.default.fileExists(atPath: adopted.path) {
+                rename(adopted.path, destination.path)  // the output file the user had stays theirs
+            }
             FileHandle.standardError.write(Data("courier: \(error)\n".utf8))
             throw ExitCode(CourierCommand.exitCode(for: error))
         }
     }
 
-    private func makeTask(destination: URL, resumeFile: URL) -> DownloadTask {
+    /// The download, and the partial file an existing output file became (for `--continue`
+    /// without resume data), to be put back if the download fails without resume data.
+    private func makeTask(destination: URL, resumeFile: URL) -> (DownloadTask, adopted: URL?) {
         let options: DownloadOptions = [.replaceExisting, .createIntermediateDirectories]
         if resumes {
             if let data = try? Data(contentsOf: resumeFile), let resumeData = try? ResumeData(data: data),
                 FileManager.default.fileExists(atPath: resumeData.partialFile.path)
             {
-                return api.downloadTask(resumingFrom: resumeData, to: destination, options: options)
+                return (api.downloadTask(resumingFrom: resumeData, to: destination, options: options), nil)
             }
             if let size = (try? FileManager.default.attributesOfItem(atPath: destination.path))?[.size] as? Int64,
                 size > 0, let url = URL(string: invocation.url)
             {
-                let resumeData = ResumeData(
-                    url: url, partialFile: destination, bytesWritten: size, validator: nil, headers: invocation.headers)
-                return api.downloadTask(resumingFrom: resumeData, to: destination, options: options)
+                // Resume data may only name a partial file of Courier's form next to the
+                // destination: the file that is there becomes one.
+                let partial = ResumeData.newPartialFile(for: destination)
+                if rename(destination.path, partial.path) == 0 {
+                    let resumeData = ResumeData(
+                        url: url, partialFile: partial, bytesWritten: size, validator: nil, headers: invocation.headers)
+                    return (api.downloadTask(resumingFrom: resumeData, to: destination, options: options), partial)
+                }
             }
         }
-        return api.downloadTask(invocation.url, headers: invocation.headers, to: destination, options: options)
+        return (api.downloadTask(invocation.url, headers: invocation.headers, to: destination, options: options), nil)
     }
 
     private static func save(_ resumeData: ResumeData?, to file: URL) {

@@ -80,4 +80,18 @@ import Testing
         let stats: JSON = try await HTTPSessionManager(baseURL: fault, configuration: .ephemeral).GET("stats/\(name)")
         #expect(stats["ranges"] == [nil, "bytes=700000-"])
     }
+
+    @Test func continueWithoutResumeDataFinishesTheOutputFileThatIsThere() async throws {
+        let fault = try await TestServers.fault()
+        let directory = try DownloadTests.temporaryDirectory()
+        let name = "cli-\(UInt32.random(in: 0...UInt32.max))"
+        let url = fault.absoluteString + "file/\(name)?n=300000"
+        try faultBytes(300_000).prefix(120_000).write(to: directory.appendingPathComponent("out.bin"))
+        let run = try Self.courier(["--download", "--continue", url, "--output", "out.bin"], in: directory)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try Data(contentsOf: directory.appendingPathComponent("out.bin")) == faultBytes(300_000))
+        #expect(try DownloadTests.contents(directory) == ["out.bin"])
+        let stats: JSON = try await HTTPSessionManager(baseURL: fault, configuration: .ephemeral).GET("stats/\(name)")
+        #expect(stats["ranges"] == ["bytes=120000-"])
+    }
 }

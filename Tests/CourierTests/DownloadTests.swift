@@ -173,7 +173,7 @@ import Testing
     @Test func resumingACompleteFileNeedsNoBody() async throws {
         let api = try await faultManager()
         let directory = try Self.temporaryDirectory()
-        let partial = directory.appendingPathComponent(".done.partial")
+        let partial = ResumeData.newPartialFile(for: directory.appendingPathComponent("done"))
         try faultBytes(1000).write(to: partial)
         let resumeData = ResumeData(
             url: try await TestServers.fault().appendingPathComponent("bytes").appending(queryItems: [

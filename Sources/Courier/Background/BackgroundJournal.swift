@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// What a background task needs to be carried on by another process: the request, where its
 /// bytes go, and (for a download) the partial file and the validator that lets it resume.
@@ -94,18 +95,24 @@ final class BackgroundJournal: Sendable {
         }
     }
 
-    /// The records on disk, oldest first. A file that cannot be decoded is removed: its task
-    /// cannot be carried on, and leaving it would fail every later restore the same way.
-    func load() -> [BackgroundRecord] {
+    /// The records on disk, oldest first. A file that cannot be decoded is removed (and
+    /// `logger` told): its task cannot be carried on, and leaving it would fail every later
+    /// restore the same way.
+    func load(logger: Logger? = nil) -> [BackgroundRecord] {
         queue.sync {
             let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
             var loaded: [(BackgroundRecord, Date)] = []
             for name in names where name.hasSuffix(".json") && !name.hasPrefix(".") {
                 let url = directory.appendingPathComponent(name)
-                guard let data = try? Data(contentsOf: url),
+                // A record is a few kilobytes: anything else (a link, a FIFO, a huge file) is not one.
+                let attributes = try? FileManager.default.attributesOfItem(atPath: url.path)
+                guard attributes?[.type] as? FileAttributeType == .typeRegular,
+                    (attributes?[.size] as? Int ?? .max) <= 1 << 20,
+                    let data = try? Data(contentsOf: url),
                     let record = try? JSONDecoder().decode(BackgroundRecord.self, from: data),
                     name == "\(record.identifier.uuidString).json"
                 else {
+                    logger?.warning("Dropped background journal file \(url.path): it is not a task record")
                     unlink(url.path)
                     continue
                 }

@@ -1,5 +1,6 @@
 import CCurlShim
 import Foundation
+import Logging
 
 /// libcurl's cookie engine for one session: a share handle (`CURL_LOCK_DATA_COOKIE`) that every
 /// easy handle of the session attaches to, and a utility easy handle for reading and changing
@@ -8,8 +9,10 @@ import Foundation
 ///
 /// A default session keeps cookies that have an expiry in `cookies.txt` under its storage
 /// directory (the Netscape format libcurl reads), rewritten atomically whenever responses or
-/// the `CookieStore` change them; session cookies are never written. An unreadable or
-/// corrupt file is ignored line by line.
+/// the `CookieStore` change them; session cookies are never written. The file is not trusted:
+/// it is read line by line, and a line that is not a well-formed cookie (seven tab-separated
+/// fields, a numeric expiry, a host name for the domain, a path starting with `/`, no control
+/// characters, nothing a `Cookie` header could not carry) is dropped, and the count logged.
 final class CookieEngine {
     let share: UnsafeMutableRawPointer
     private let utility: UnsafeMutableRawPointer
@@ -21,8 +24,11 @@ final class CookieEngine {
 
     static let lockCount = Int(CURL_LOCK_DATA_LAST.rawValue)
 
-    init(jar: URL?, policy: CookieAcceptPolicy) {
+    private let logger: Logger?
+
+    init(jar: URL?, policy: CookieAcceptPolicy, logger: Logger? = nil) {
         self.jar = jar
+        self.logger = logger
         self.policy = policy
         locks = .allocate(capacity: Self.lockCount)
         for index in 0..<Self.lockCount { pthread_mutex_init(locks + index, nil) }
@@ -138,12 +144,53 @@ final class CookieEngine {
 
     // MARK: The jar file
 
+    /// The largest jar file read (far more than any browser keeps).
+    static let jarLimit = 16 << 20
+
     private func load() {
-        guard let jar, let text = try? String(contentsOf: jar, encoding: .utf8) else { return }
-        for line in text.split(separator: "\n") {
-            guard let cookie = Cookie(netscapeLine: line), !cookie.isSessionCookie else { continue }
-            store(cookie)
+        guard let jar,
+            let size = (try? FileManager.default.attributesOfItem(atPath: jar.path))?[.size] as? Int
+        else { return }
+        guard size <= Self.jarLimit else {
+            logger?.warning("Ignored the cookie jar \(jar.path): \(size) bytes is more than a jar holds")
+            return
         }
+        guard let data = try? Data(contentsOf: jar) else { return }
+        var dropped = 0
+        for line in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true) {
+            let trimmed = line.hasSuffix("\r") ? line.dropLast() : line
+            if trimmed.trimmingCharacters(in: .whitespaces).isEmpty
+                || (trimmed.hasPrefix("#") && !trimmed.hasPrefix("#HttpOnly_"))
+            {
+                continue  // blank lines and comments
+            }
+            guard let cookie = Cookie(netscapeLine: trimmed), Self.isWellFormed(cookie) else {
+                dropped += 1
+                continue
+            }
+            // `add` refuses what a response could not have set (a domain cookie for a public
+            // suffix, a line that does not read back).
+            if !cookie.isSessionCookie, !add(cookie) { dropped += 1 }
+        }
+        if dropped > 0 {
+            logger?.warning("Dropped \(dropped) malformed line(s) of the cookie jar \(jar.path)")
+        }
+    }
+
+    /// Whether a cookie read from the jar is one a server could have set: a domain of host-name
+    /// characters, a path starting with `/`, a name and value without control characters or
+    /// `;` (which would end them in a `Cookie` header), a name without `=` or white space.
+    static func isWellFormed(_ cookie: Cookie) -> Bool {
+        func plain(_ text: String, refusing refused: String) -> Bool {
+            text.unicodeScalars.allSatisfy {
+                $0.value >= 0x20 && $0.value != 0x7F && !refused.unicodeScalars.contains($0)
+            }
+        }
+        let domainOK = cookie.domain.unicodeScalars.allSatisfy {
+            $0.isASCII && (CharacterSet.alphanumerics.contains($0) || ".-_:[]".unicodeScalars.contains($0))
+        }
+        return domainOK && cookie.path.hasPrefix("/") && plain(cookie.path, refusing: ";")
+            && plain(cookie.name, refusing: "; =") && plain(cookie.value, refusing: ";")
     }
 
     /// Writes the persistent cookies when they changed since the last write: to a temporary

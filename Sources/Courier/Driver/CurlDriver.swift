@@ -1,6 +1,7 @@
 import CCurlShim
 import Foundation
 import HTTPTypes
+import Logging
 
 /// Runs one curl multi handle on a thread of its own.
 ///
@@ -74,6 +75,8 @@ final class CurlDriver: @unchecked Sendable {
         /// The cookie file of a default session; nil keeps cookies in memory.
         var jar: URL?
         var policy: CookieAcceptPolicy
+        /// Hears of jar lines that were dropped.
+        var logger: Logger?
     }
 
     private let inbox: Locked<Inbox>
@@ -171,7 +174,9 @@ final class CurlDriver: @unchecked Sendable {
         courier_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, limits.idleConnectionCacheSize)
 
         if let rate = limits.maximumBytesPerSecond { bandwidth = BandwidthBucket(bytesPerSecond: rate) }
-        if let settings = limits.cookies { cookies = CookieEngine(jar: settings.jar, policy: settings.policy) }
+        if let settings = limits.cookies {
+            cookies = CookieEngine(jar: settings.jar, policy: settings.policy, logger: settings.logger)
+        }
 
         let capacity = 256
         let events = UnsafeMutablePointer<courier_event>.allocate(capacity: capacity)

@@ -26,17 +26,26 @@ extension HTTPSessionManager {
         try background.checkIdentifier()
         let task = background.restoration.withLock { restoration in
             if let restoration { return restoration }
-            let task = Task { await self.restore(background.journal.load()) }
+            let task = Task { await self.restore(background.journal.load(logger: self.logger)) }
             restoration = task
             return task
         }
         return await task.value
     }
 
-    /// A task for each journal record.
+    /// A task for each journal record. The journal is data, not authority: a record whose
+    /// paths are not of the form Courier journals (see `journalProblem(_:)`) is dropped and
+    /// logged, and the files it names are not touched.
     private nonisolated func restore(_ records: [BackgroundRecord]) async -> [BackgroundTask] {
         var tasks: [BackgroundTask] = []
         for record in records {
+            if let problem = Self.journalProblem(record) {
+                logger.warning(
+                    "Dropped background journal entry \(record.identifier.uuidString): \(problem); the files it names were left as they are"
+                )
+                await background?.journal.remove(record.identifier)
+                continue
+            }
             if let task = restore(record) {
                 tasks.append(task)
             } else {
@@ -78,12 +87,50 @@ extension HTTPSessionManager {
         }
     }
 
+    /// Why a journal record cannot be acted on; nil when its paths are of the form Courier
+    /// writes: absolute, without `.` or `..` components; a download's partial file of
+    /// Courier's form in the destination's directory (as ``ResumeData`` is checked).
+    nonisolated static func journalProblem(_ record: BackgroundRecord) -> String? {
+        func pathProblem(_ path: String, _ what: String) -> String? {
+            let url = URL(fileURLWithPath: path)
+            guard path.hasPrefix("/"), !url.pathComponents.contains(where: { $0 == ".." || $0 == "." }),
+                url.lastPathComponent != "/", !url.lastPathComponent.isEmpty
+            else { return "its \(what) \(path) is not an absolute path without `.` or `..`" }
+            return nil
+        }
+        switch record.kind {
+        case .download:
+            let destination: DownloadDestination
+            if let path = record.destination {
+                if let problem = pathProblem(path, "destination") { return problem }
+                destination = .file(URL(fileURLWithPath: path))
+            } else if let path = record.destinationDirectory {
+                if let problem = pathProblem(path, "destination directory") { return problem }
+                destination = .directory(URL(fileURLWithPath: path))
+            } else {
+                return "it has no destination"
+            }
+            if let partial = record.partialFile,
+                let problem = ResumeData.partialFileProblem(
+                    URL(fileURLWithPath: partial), directory: destination.directory,
+                    names: ResumeData.partialFileNames(for: destination))
+            {
+                return problem
+            }
+        case .upload:
+            guard let source = record.sourceFile else { return "it has no source file" }
+            if let problem = pathProblem(source, "source file") { return problem }
+        }
+        return nil
+    }
+
     /// How to resume a journaled download: the partial file's bytes on disk (what the killed
     /// process wrote) and the validator. Nil when either is missing.
     private nonisolated static func resumeData(for record: BackgroundRecord) -> ResumeData? {
         guard let partialPath = record.partialFile, let validator = record.validator,
             let url = URL(string: record.url),
-            let size = (try? FileManager.default.attributesOfItem(atPath: partialPath))?[.size] as? Int64, size > 0
+            let attributes = try? FileManager.default.attributesOfItem(atPath: partialPath),
+            attributes[.type] as? FileAttributeType == .typeRegular, let size = attributes[.size] as? Int64, size > 0
         else { return nil }
         return ResumeData(
             url: url, partialFile: URL(fileURLWithPath: partialPath), bytesWritten: size, validator: validator,

@@ -35,6 +35,14 @@ extension HTTPSessionManager {
     /// Continues an interrupted download: asks for the missing bytes with `Range` and, when
     /// there is a validator, `If-Range`. A server that answers 200 (the resource changed, or
     /// ranges are not supported) sends the whole body, which replaces the partial file.
+    ///
+    /// Resume data is checked before anything is sent, since it may have been kept on disk and
+    /// changed there: its `partialFile` must be a partial file of the form Courier makes
+    /// (``ResumeData/newPartialFile(for:)``) in `destination`'s directory, reached without `..`
+    /// or a symbolic link, a regular file with no other link; and `bytesWritten` must not be
+    /// negative. Otherwise the task fails with `fileSystem` ("Cannot resume the download: ...")
+    /// and the file named is not touched. The download resumes at `bytesWritten` or at the
+    /// partial file's size, whichever is smaller.
     public nonisolated func downloadTask(
         resumingFrom resumeData: ResumeData, to destination: URL, options: DownloadOptions = []
     ) -> DownloadTask {
@@ -46,29 +54,43 @@ extension HTTPSessionManager {
         identifier: UUID = UUID()
     ) -> DownloadTask {
         var headers = resumeData.headers
-        headers["Range"] = "bytes=\(resumeData.bytesWritten)-"
+        let partial: ResumeData.OpenedPartialFile
+        do {
+            partial = try resumeData.openPartialFile(for: destination)
+        } catch {
+            logger.warning("\(error.context.message)")
+            return makeDownloadTask(
+                Call(method: .get, path: resumeData.url.absoluteString, headers: headers), destination: destination,
+                options: options, resume: nil, refusal: error, identifier: identifier)
+        }
+        headers["Range"] = "bytes=\(partial.offset)-"
         if let validator = resumeData.validator { headers["If-Range"] = validator }
         return makeDownloadTask(
             Call(method: .get, path: resumeData.url.absoluteString, headers: headers), destination: destination,
-            options: options, resume: resumeData, identifier: identifier)
+            options: options, resume: (resumeData, partial), identifier: identifier)
     }
 
     enum DownloadDestination {
         case file(URL)
         case directory(URL)
 
+        /// The directory the file goes to, standardized (no `.` or `..`).
         var directory: URL {
             switch self {
-            case .file(let url): url.deletingLastPathComponent()
-            case .directory(let url): url
+            case .file(let url): url.deletingLastPathComponent().standardizedFileURL
+            case .directory(let url): url.standardizedFileURL
             }
         }
     }
 
+    /// A download task; `resume` finishes an opened partial file, `refusal` (resume data that
+    /// did not pass) fails the task before anything is sent or written.
     nonisolated func makeDownloadTask(
-        _ plainCall: Call, destination: DownloadDestination, options: DownloadOptions, resume: ResumeData?,
+        _ plainCall: Call, destination: DownloadDestination, options: DownloadOptions,
+        resume resuming: (data: ResumeData, partial: ResumeData.OpenedPartialFile)?, refusal: CourierError? = nil,
         identifier: UUID = UUID()
     ) -> DownloadTask {
+        let resume = resuming?.data
         var call = plainCall
         call.usesLargeBuffers = true
         let finalCall = call
@@ -78,15 +100,14 @@ extension HTTPSessionManager {
         case .directory: name = "download"
         }
         let temporary =
-            resume?.partialFile
-            ?? destination.directory.appendingPathComponent(".\(name).\(UUID().uuidString.prefix(8)).download")
+            resuming?.partial.file ?? ResumeData.partialFile(named: name, in: destination.directory)
         let background = self.background
         var validatorArrived: (@Sendable (String?) -> Void)?
         if let journal = background?.journal {
             validatorArrived = { validator in journal.update(identifier) { $0.validator = validator } }
         }
         let sink = DownloadSink(
-            file: temporary, resumeOffset: resume?.bytesWritten, keepsPartialWhenInterrupted: background != nil,
+            file: temporary, resuming: resuming?.partial, keepsPartialWhenInterrupted: background != nil,
             validatorArrived: validatorArrived)
         sink.sourceURL = resume?.url.absoluteString
         let originalHeaders = resume?.headers ?? call.headers
@@ -103,14 +124,15 @@ extension HTTPSessionManager {
             resumeBase: resumeBase
         ) { control in
             do {
+                if let refusal { throw refusal }
                 try Self.prepareDestination(destination, options: options)
                 if let background {
                     let url = try resume.map { $0.url.absoluteString } ?? self.urlString(of: finalCall)
                     var record = BackgroundRecord(
                         identifier: identifier, kind: .download, method: "GET", url: url, headers: originalHeaders)
                     switch destination {
-                    case .file(let url): record.destination = url.path
-                    case .directory(let url): record.destinationDirectory = url.path
+                    case .file(let url): record.destination = url.standardizedFileURL.path
+                    case .directory(let url): record.destinationDirectory = url.standardizedFileURL.path
                     }
                     record.options = options.rawValue
                     record.partialFile = temporary.path

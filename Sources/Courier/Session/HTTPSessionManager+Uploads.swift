@@ -93,7 +93,7 @@ extension HTTPSessionManager {
                         identifier: identifier, kind: .upload, method: method.rawValue,
                         url: try self.urlString(of: call),
                         headers: headers)
-                    record.sourceFile = source.path
+                    record.sourceFile = source.standardizedFileURL.path
                     record.compressed = compressed
                     try await background.begin(record) { control.cancel() }
                 }

@@ -114,7 +114,7 @@ open class HTTPSessionManager {
             configuration.cacheCapacity > 0
             ? HTTPCache(
                 directory: storage?.appendingPathComponent("cache"),
-                capacity: configuration.cacheCapacity) : nil
+                capacity: configuration.cacheCapacity, logger: logger) : nil
         if case .background(let identifier) = configuration.kind, let directory = storage {
             self.background = BackgroundSession(identifier: identifier, directory: directory)
         } else {
@@ -129,7 +129,7 @@ open class HTTPSessionManager {
                 cookies: configuration.handlesCookies
                     ? .init(
                         jar: storage?.appendingPathComponent("cookies.txt"),
-                        policy: configuration.cookieAcceptPolicy) : nil))
+                        policy: configuration.cookieAcceptPolicy, logger: logger) : nil))
     }
 
     deinit {

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Logging
 
 /// The session's HTTP cache (RFC 9111, as a private cache): responses to `GET` that may be
 /// stored, on disk for a default session and in memory for an ephemeral one, within a size
@@ -9,6 +10,12 @@ import HTTPTypes
 /// body), written to a temporary file and renamed; `index.json` lists the entries with their
 /// sizes and last use. A file that cannot be read or decoded is a miss, and is removed. All
 /// state is guarded by `state`; file I/O runs on the caller's (nonisolated) task.
+///
+/// What is read back from disk is not trusted: an index entry is kept only if its file is the
+/// one the cache writes for its key (a name in the cache directory) and its size is within the
+/// capacity; others are dropped and logged, and the files they name are neither read nor
+/// removed. An entry file is read only if it is a regular file (not through a symbolic link)
+/// of a plausible size.
 public final class HTTPCache: Sendable {
     private struct IndexEntry: Codable {
         var file: String
@@ -40,18 +47,43 @@ public final class HTTPCache: Sendable {
 
     /// A cache in `directory` (nil: in memory) of at most `capacity` bytes. A cache on disk
     /// also keeps up to `memoryCapacity` bytes of recently used entries decoded in memory.
-    init(directory: URL?, capacity: Int64, memoryCapacity: Int64 = 4 << 20) {
+    /// `logger` hears of index entries that were dropped.
+    init(directory: URL?, capacity: Int64, memoryCapacity: Int64 = 4 << 20, logger: Logger? = nil) {
         self.directory = directory
         self.capacity = capacity
         self.memoryCapacity = directory == nil ? capacity : min(capacity, memoryCapacity)
-        if let directory, let data = try? Data(contentsOf: directory.appendingPathComponent("index.json")),
-            let index = try? JSONDecoder().decode([String: IndexEntry].self, from: data)
-        {
-            state.withLock { state in
-                state.index = index
-                state.total = index.values.reduce(0) { $0 + $1.size }
+        guard let directory else { return }
+        let indexFile = directory.appendingPathComponent("index.json")
+        guard let data = Self.readRegularFile(indexFile, limit: 64 << 20) else { return }
+        guard let stored = try? JSONDecoder().decode([String: IndexEntry].self, from: data) else {
+            logger?.warning("Ignored the cache index \(indexFile.path): it cannot be decoded")
+            return
+        }
+        var index: [String: IndexEntry] = [:]
+        for (key, entry) in stored {
+            if let problem = Self.problem(with: entry, for: key, capacity: capacity) {
+                logger?.warning("Dropped the cache index entry for \(key): \(problem); its file was left alone")
+            } else {
+                index[key] = entry
             }
         }
+        state.withLock { state in
+            state.index = index
+            state.total = index.values.reduce(0) { $0 + $1.size }
+        }
+        if index.count != stored.count { writeIndex() }
+    }
+
+    /// Why an index entry read back from disk cannot be kept; nil when it is one the cache
+    /// could have written: the file named after the key, a size within the capacity.
+    private static func problem(with entry: IndexEntry, for key: String, capacity: Int64) -> String? {
+        guard entry.file == fileName(for: key) else {
+            return "it names the file \"\(entry.file)\", not the one the cache writes for it"
+        }
+        guard entry.size >= 0, entry.size <= capacity else {
+            return "its size \(entry.size) is not within 0...\(capacity)"
+        }
+        return nil
     }
 
     static func key(method: HTTPRequest.Method, url: String) -> String { "\(method.rawValue) \(url)" }
@@ -66,7 +98,7 @@ public final class HTTPCache: Sendable {
         }
         if let entry = found.entry { return entry }
         guard let directory, let file = found.file else { return nil }
-        guard let data = try? Data(contentsOf: directory.appendingPathComponent(file)),
+        guard let data = Self.readRegularFile(directory.appendingPathComponent(file), limit: capacity + 4 + (1 << 20)),
             let entry = Self.decode(data), entry.key == key
         else {
             remove(key)  // corrupt or missing: a miss
@@ -203,6 +235,18 @@ public final class HTTPCache: Sendable {
             hash = hash &* 0x100_0000_01b3
         }
         return String(hash, radix: 16) + ".response"
+    }
+
+    /// The bytes of `url` if it is a regular file (not reached through a symbolic link) of at
+    /// most `limit` bytes; nil otherwise.
+    private static func readRegularFile(_ url: URL, limit: Int64) -> Data? {
+        let descriptor = open(url.path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG, Int64(status.st_size) <= limit
+        else { return nil }
+        return try? FileHandle(fileDescriptor: descriptor, closeOnDealloc: false).readToEnd() ?? Data()
     }
 
     /// A 4-byte length, the JSON record without the body, then the body.

@@ -41,6 +41,9 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
 
     let file: URL
     let resumeOffset: Int64?
+    /// The partial file of a resumed download, opened (and checked) when the task was made;
+    /// taken over by `begin`, closed by `end` or, if the transfer never began, on release.
+    private var resumeDescriptor: Int32
     /// A background download keeps its partial file when it is interrupted (the session ended
     /// under it), not only when the caller asks for resume data.
     private let keepsPartialWhenInterrupted: Bool
@@ -58,13 +61,15 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
     private var errorBody: MemorySink?
     private var alreadyComplete = false
 
-    /// `file` is a new temporary file, or (with `resumeOffset`) the partial file to finish.
+    /// `file` is a new temporary file; with `resuming`, the sink finishes that partial file
+    /// instead (and owns its descriptor).
     init(
-        file: URL, resumeOffset: Int64? = nil, keepsPartialWhenInterrupted: Bool = false,
+        file: URL, resuming partial: ResumeData.OpenedPartialFile? = nil, keepsPartialWhenInterrupted: Bool = false,
         validatorArrived: (@Sendable (String?) -> Void)? = nil
     ) {
-        self.file = file
-        self.resumeOffset = resumeOffset
+        self.file = partial?.file ?? file
+        self.resumeOffset = partial?.offset
+        self.resumeDescriptor = partial?.descriptor ?? -1
         self.keepsPartialWhenInterrupted = keepsPartialWhenInterrupted
         self.validatorArrived = validatorArrived
     }
@@ -84,7 +89,8 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
         if let resumeOffset, status == 416,
             let total = head.lastValue(of: "content-range").flatMap(ContentRange.init)?.total, total == resumeOffset
         {
-            // The partial file already holds the whole resource.
+            // The partial file already holds the whole resource (anything past it goes).
+            _ = ftruncate(resumeDescriptor, off_t(resumeOffset))
             alreadyComplete = true
             written = resumeOffset
             return nil
@@ -93,7 +99,6 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
             errorBody = MemorySink(limit: nil)
             return nil
         }
-        var flags = O_WRONLY | O_CLOEXEC
         if let resumeOffset {
             if status == 206 {
                 guard let range = head.lastValue(of: "content-range").flatMap(ContentRange.init),
@@ -103,23 +108,26 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
                         .init(message: "The server resumed the download at another offset than \(resumeOffset)"))
                 }
                 written = resumeOffset
-            } else {
-                flags |= O_TRUNC  // a 200: the server sends everything again (If-Range did not match)
             }
+            // A 200: the server sends everything again (If-Range did not match), from offset 0.
+            descriptor = resumeDescriptor
+            resumeDescriptor = -1
         } else {
-            flags |= O_CREAT | O_EXCL
+            descriptor = open(file.path, O_WRONLY | O_CLOEXEC | O_CREAT | O_EXCL | O_NOFOLLOW, 0o644)
+            guard descriptor >= 0 else {
+                return .fileSystem(
+                    .init(url: file, message: "Cannot open \(file.path): \(String(cString: strerror(errno)))"))
+            }
+            createdFile = true
         }
-        descriptor = open(file.path, flags, 0o644)
-        guard descriptor >= 0 else {
-            return .fileSystem(
-                .init(url: file, message: "Cannot open \(file.path): \(String(cString: strerror(errno)))"))
-        }
-        createdFile = resumeOffset == nil
         validatorArrived?(validator)
-        if written > 0 {
-            // Drop anything past the resume point (a previous attempt may have written more).
-            _ = ftruncate(descriptor, off_t(written))
-            _ = lseek(descriptor, off_t(written), SEEK_SET)
+        if resumeOffset != nil {
+            // Resume exactly at the offset: anything past it goes (a previous attempt may have
+            // written more than it recorded), and a 200 starts the file over.
+            guard ftruncate(descriptor, off_t(written)) == 0, lseek(descriptor, off_t(written), SEEK_SET) >= 0 else {
+                return .fileSystem(
+                    .init(url: file, message: "Cannot prepare \(file.path): \(String(cString: strerror(errno)))"))
+            }
         }
         return nil
     }
@@ -150,6 +158,10 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
             close(descriptor)
             descriptor = -1
         }
+        if resumeDescriptor >= 0 {
+            close(resumeDescriptor)
+            resumeDescriptor = -1
+        }
         let body = errorBody?.end(outcome) ?? Data()
         let wantsPartial = keepsPartialWhenInterrupted || shared.withLock { $0.wantsPartial }
         let result: Result
@@ -172,6 +184,10 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
         }
         for waiter in waiters { waiter.resume(returning: result) }
         return body
+    }
+
+    deinit {
+        if resumeDescriptor >= 0 { close(resumeDescriptor) }
     }
 
     // MARK: Caller side
