@@ -10,7 +10,7 @@ struct FuzzRegressionTests {
 
     // MARK: json, tape
 
-    @Test func aNumberBeyondDoublesRangeIsNotJSON() {
+    @Test func aNumberBeyondDoublesRangeIsNotJSON() throws {
         #expect(throws: (any Error).self) { try JSON(parsing: "[1e999]") }
         #expect(throws: (any Error).self) { try JSON(parsing: "-1e400") }
         #expect(try JSON(parsing: "[1e308]") == [.double(1e308)])
