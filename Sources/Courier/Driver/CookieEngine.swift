@@ -77,9 +77,10 @@ final class CookieEngine {
         return cookies.filter { ($0.expires ?? .distantFuture) > now }
     }
 
-    /// Stores a cookie handed over by the API. Refused (false) when a field holds a control
-    /// character (it would break the cookie-file line libcurl is given) or when its domain
-    /// with subdomains is a public suffix or part of an IP address.
+    /// Stores a cookie handed over by the API (or read from the jar). Refused (false) when the
+    /// cookie-file line libcurl is given for it would not read back as that cookie (a control
+    /// character in a field, a domain that is not a host name), or when its domain with
+    /// subdomains is a public suffix or part of an IP address.
     @discardableResult
     func add(_ cookie: Cookie) -> Bool {
         guard Self.isStorable(cookie) else { return false }

@@ -107,7 +107,6 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// RFC 6265 section 5.1.4: the request path up to, not including, its last `/`.
     /// The end of year 9999, in seconds since 1970: the latest expiry kept.
     static let latestExpiry: TimeInterval = 253_402_300_799
 
@@ -116,6 +115,7 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
         text.utf8.contains { $0 < 0x20 || $0 == 0x7F }
     }
 
+    /// RFC 6265 section 5.1.4: the request path up to, not including, its last `/`.
     private static func defaultPath(of url: URL) -> String {
         let requestPath = url.path
         guard requestPath.hasPrefix("/"), let slash = requestPath.lastIndex(of: "/"), slash != requestPath.startIndex
