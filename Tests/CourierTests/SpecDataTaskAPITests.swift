@@ -3,8 +3,8 @@ import Foundation
 import HTTPTypes
 import Testing
 
-// SPEC section 3, the data-task part, copied as written. It must compile; `specExample`
-// is also run against httpbin's `/anything` echo below.
+// The data-task calls of the public API as first promised to users, copied as written. They
+// must compile; `specExample` is also run against httpbin's `/anything` echo below.
 
 struct User: Codable, Sendable {
     var id: Int
@@ -28,7 +28,7 @@ final class ExampleAPI: HTTPSessionManager {
     func user(_ id: Int) async throws -> User { try await GET("users/\(id)", as: User.self) }
 }
 
-/// The SPEC's calls, verbatim but for the base URL, which points at httpbin's `/anything/v1/`.
+/// The promised calls, verbatim but for the base URL, which points at httpbin's `/anything/v1/`.
 func specExample(base: URL, userID: Int) async throws {
     let api = HTTPSessionManager(
         baseURL: base,

@@ -2,8 +2,9 @@ import Courier
 import Foundation
 import Testing
 
-// SPEC section 3, the transfer part, copied as written (it must compile). The behaviours are
-// tested one by one in DownloadTests, UploadTests, MultipartTests and ByteStreamTests.
+// The transfer calls of the public API as first promised to users, copied as written (they
+// must compile). The behaviours are tested one by one in DownloadTests, UploadTests,
+// MultipartTests and ByteStreamTests.
 
 struct LineParser {
     var bytes = 0

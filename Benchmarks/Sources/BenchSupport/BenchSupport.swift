@@ -53,7 +53,7 @@ public struct BenchOptions: ParsableArguments, Sendable {
 }
 
 /// The workload a client runs (`--mode`): the small GETs, or one of the
-/// large-transfer rows of SPEC section 7, each a single transfer of the large
+/// large-transfer rows of Documentation/Benchmarks.md, each a single transfer of the large
 /// fixture file (requests=1 in the RESULT line).
 public enum BenchMode: String, CaseIterable, ExpressibleByArgument, Sendable {
     /// TOTAL GETs of small.json, CONCURRENCY in flight (``BenchOptions``).

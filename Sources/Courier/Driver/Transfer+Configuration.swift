@@ -64,8 +64,9 @@ extension Transfer {
         courier_easy_setopt_write_function(easy, transferWriteCallback)
         courier_easy_setopt_header_function(easy, transferHeaderCallback)
 
-        // Only http and https, for requests and redirects alike (SPEC section 8). Courier
-        // follows redirects itself (see CurlDriver.finish), so libcurl never does.
+        // Only http and https, for requests and redirects alike (a redirect to file:// or any
+        // other scheme is refused: see RedirectPolicy). Courier follows redirects itself (see
+        // CurlDriver.finish), so libcurl never does.
         courier_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         courier_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         courier_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0)
