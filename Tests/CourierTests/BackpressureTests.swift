@@ -2,6 +2,12 @@ import Foundation
 import Testing
 
 @testable import Courier
+@testable import CourierCore
+@testable import CourierEngine
+@testable import CourierPipeline
+@testable import CourierSerialization
+@testable import CourierStorage
+@testable import CourierTransport
 
 /// Memory stays bounded when one side is slower: the request body stream is read only as fast
 /// as it is sent, and a byte stream's transfer pauses while its consumer is behind.

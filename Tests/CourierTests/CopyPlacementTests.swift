@@ -3,6 +3,12 @@ import Foundation
 import Testing
 
 @testable import Courier
+@testable import CourierCore
+@testable import CourierEngine
+@testable import CourierPipeline
+@testable import CourierSerialization
+@testable import CourierStorage
+@testable import CourierTransport
 
 /// Large copies avoid the distances between source and destination at which they are slow
 /// (`courier_copy_distance`), without changing a byte of what is copied.

@@ -2,6 +2,12 @@ import Foundation
 import Testing
 
 @testable import Courier
+@testable import CourierCore
+@testable import CourierEngine
+@testable import CourierPipeline
+@testable import CourierSerialization
+@testable import CourierStorage
+@testable import CourierTransport
 
 /// What the fuzzers found (Fuzz/README.md), each pinned down with the input that found it
 /// (also in the target's corpus, Fuzz/Corpus/<target>/finding-*).

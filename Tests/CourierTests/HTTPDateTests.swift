@@ -2,6 +2,12 @@ import Foundation
 import Testing
 
 @testable import Courier
+@testable import CourierCore
+@testable import CourierEngine
+@testable import CourierPipeline
+@testable import CourierSerialization
+@testable import CourierStorage
+@testable import CourierTransport
 
 /// The three HTTP date forms (RFC 9110 section 5.6.7) and the looser ones cookies use, against
 /// known instants; anything that is not a date is nil (an `Expires` of nil means "already

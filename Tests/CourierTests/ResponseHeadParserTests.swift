@@ -1,6 +1,12 @@
 import Testing
 
 @testable import Courier
+@testable import CourierCore
+@testable import CourierEngine
+@testable import CourierPipeline
+@testable import CourierSerialization
+@testable import CourierStorage
+@testable import CourierTransport
 
 /// The parser's reading of `Content-Length`, without a server.
 @Suite struct ResponseHeadParserLengthTests {

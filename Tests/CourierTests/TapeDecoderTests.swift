@@ -2,6 +2,12 @@ import Foundation
 import Testing
 
 @testable import Courier
+@testable import CourierCore
+@testable import CourierEngine
+@testable import CourierPipeline
+@testable import CourierSerialization
+@testable import CourierStorage
+@testable import CourierTransport
 
 /// The tape decoder must give `JSONDecoder`'s answer or none (the serializer then asks
 /// `JSONDecoder`). Every test here decodes the same text both ways: when the tape decoder

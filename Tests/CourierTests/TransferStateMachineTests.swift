@@ -1,6 +1,12 @@
 import Testing
 
 @testable import Courier
+@testable import CourierCore
+@testable import CourierEngine
+@testable import CourierPipeline
+@testable import CourierSerialization
+@testable import CourierStorage
+@testable import CourierTransport
 
 /// The task lifecycle, event by event, including the races the driver and the caller run.
 @Suite struct TransferStateMachineTests {

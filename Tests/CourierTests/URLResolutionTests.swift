@@ -2,6 +2,12 @@ import Foundation
 import Testing
 
 @testable import Courier
+@testable import CourierCore
+@testable import CourierEngine
+@testable import CourierPipeline
+@testable import CourierSerialization
+@testable import CourierStorage
+@testable import CourierTransport
 
 /// AFHTTPSessionManager's reference table of relative paths, with Foundation's answer for
 /// `foo/` (the trailing slash stays).

@@ -2,6 +2,10 @@ import Foundation
 import MultipartKit
 
 @testable import Courier
+@testable import CourierCore
+@testable import CourierSerialization
+@testable import CourierStorage
+@testable import CourierTransport
 
 /// One function per hand-written parser: each must never crash, and each checks a property
 /// that a wrong answer breaks (a round trip, an agreement with a standard implementation, or

@@ -1,3 +1,9 @@
+import CourierCore
+import CourierEngine
+import CourierPipeline
+import CourierSerialization
+import CourierStorage
+import CourierTransport
 import Foundation
 
 /// What a manager made with `.background(identifier:)` has beyond any other: the identifier's

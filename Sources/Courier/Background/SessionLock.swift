@@ -1,3 +1,9 @@
+import CourierCore
+import CourierEngine
+import CourierPipeline
+import CourierSerialization
+import CourierStorage
+import CourierTransport
 import Foundation
 
 /// One live background session per identifier, in this process and across processes: an

@@ -1,3 +1,9 @@
+import CourierCore
+import CourierEngine
+import CourierPipeline
+import CourierSerialization
+import CourierStorage
+import CourierTransport
 import Foundation
 
 /// How a session behaves: timeouts, headers, connection limits, protocol choices.
@@ -87,6 +93,16 @@ public struct HTTPSessionConfiguration: Sendable {
     public var verifiesTLSCertificates = true
     /// A PEM bundle of CA certificates to trust instead of the system's.
     public var certificateAuthorityBundle: URL?
+    /// Interceptors for every request of the session, in order: they adapt each attempt's
+    /// request (before a request's own interceptors and before the manager's `adapt(_:)`) and
+    /// are asked about a retry after a failure (after the request's own). Empty by default.
+    public var interceptors: [any RequestInterceptor] = []
+    /// Monitors that hear about every request of the session, each on a task of its own. A
+    /// manager whose `logger` logs at `debug` or `trace` adds one that writes to it.
+    public var eventMonitors: [any EventMonitor] = []
+    /// What sends the requests, instead of the libcurl engine: for tests, a `StubTransport`
+    /// from `CourierTesting`. Nil (the default) is the engine.
+    public var transport: HTTPTransport?
 
     /// Creates a configuration of the given kind with default settings.
     public init(kind: Kind) {

@@ -1,3 +1,9 @@
+import CourierCore
+import CourierEngine
+import CourierPipeline
+import CourierSerialization
+import CourierStorage
+import CourierTransport
 import Foundation
 import HTTPTypes
 

@@ -1,4 +1,10 @@
 import CCurlShim
+import CourierCore
+import CourierEngine
+import CourierPipeline
+import CourierSerialization
+import CourierStorage
+import CourierTransport
 import Foundation
 import HTTPTypes
 
@@ -142,7 +148,7 @@ extension HTTPSessionManager {
                 let raw = try await self.performRaw(
                     finalCall, reporters: control.reporters, sink: sink,
                     register: { transfer in
-                        if sink.sourceURL == nil { sink.sourceURL = transfer.current.urlString }
+                        if sink.sourceURL == nil { sink.sourceURL = transfer.requestURL }
                         control.attach(transfer)
                     })
                 let response = try await Self.finishDownload(

@@ -1,3 +1,9 @@
+import CourierCore
+import CourierEngine
+import CourierPipeline
+import CourierSerialization
+import CourierStorage
+import CourierTransport
 import Foundation
 import HTTPTypes
 
@@ -180,7 +186,7 @@ extension HTTPSessionManager {
                         register: { transfer in
                             sink.setResumeReceiving { [weak transfer] in
                                 guard let transfer else { return }
-                                _ = transfer.driver.submit(.resumeReceiving(transfer))
+                                transfer.resumeReceiving()
                             }
                             control.attach(transfer)
                         })

@@ -1,3 +1,9 @@
+import CourierCore
+import CourierEngine
+import CourierPipeline
+import CourierSerialization
+import CourierStorage
+import CourierTransport
 import Foundation
 import HTTPTypes
 import Logging
@@ -38,11 +44,14 @@ open class HTTPSessionManager {
     /// Where the manager logs (at `debug` and `trace` level).
     public nonisolated let logger: Logger
 
-    nonisolated let driver: CurlDriver
+    /// What sends the requests: the libcurl engine, or the configuration's transport.
+    nonisolated let transport: any Transport
+    /// Interceptors, the HTTP cache, credentials, the transport, monitors.
+    nonisolated let pipeline: RequestPipeline
     private nonisolated let settings: Locked<Settings>
     /// False for `HTTPSessionManager` itself, whose hooks return their input unchanged: its
     /// requests skip the two hops to the session actor. Subclasses always run the hooks.
-    nonisolated let runsHooks: Bool
+    package nonisolated let runsHooks: Bool
 
     nonisolated let transferOptions: TransferOptions
     /// The session's HTTP cache: inspect or empty it. Nil when the configuration has none
@@ -65,8 +74,9 @@ open class HTTPSessionManager {
         var encoder = JSONEncoder()
         var challengeHandler: (@Sendable (AuthenticationChallenge) async -> Credential?)?
         /// The default headers plus `additionalHeaders`, validated once per change, and the
-        /// libcurl header list for them, shared by every request that sends just those.
-        private var cachedSessionFields: (fields: HTTPFields, list: HeaderList)?
+        /// transport's form of them (the engine's libcurl header list), shared by every request
+        /// that sends just those.
+        private var cachedSessionFields: (fields: HTTPFields, shared: (any Sendable)?)?
         /// The session asks for compressed responses (the header list names the encodings).
         let acceptsCompressedResponses: Bool
 
@@ -75,14 +85,16 @@ open class HTTPSessionManager {
             self.acceptsCompressedResponses = acceptsCompressedResponses
         }
 
-        mutating func sessionFields() throws(CourierError) -> (fields: HTTPFields, list: HeaderList) {
+        mutating func sessionFields(
+            transport: any Transport
+        ) throws(CourierError) -> (fields: HTTPFields, shared: (any Sendable)?) {
             if let cachedSessionFields { return cachedSessionFields }
             var fields = HTTPFields()
             fields[.userAgent] = RequestBuilding.userAgent
             fields[.acceptLanguage] = RequestBuilding.acceptLanguage
             try RequestBuilding.apply(additionalHeaders, to: &fields)
             let cached = (
-                fields, HeaderList(fields, hasBody: false, acceptsCompressedResponses: acceptsCompressedResponses)
+                fields, transport.sharedHeaders(for: fields, acceptsCompressedResponses: acceptsCompressedResponses)
             )
             cachedSessionFields = cached
             return cached
@@ -120,7 +132,9 @@ open class HTTPSessionManager {
         } else {
             self.background = nil
         }
-        self.driver = CurlDriver(
+        let transport: any Transport =
+            configuration.transport?.base
+            ?? CurlDriver(
             limits: .init(
                 maximumConnectionsPerHost: configuration.maximumConnectionsPerHost,
                 maximumTotalConnections: configuration.maximumConnections,
@@ -130,10 +144,17 @@ open class HTTPSessionManager {
                     ? .init(
                         jar: storage?.appendingPathComponent("cookies.txt"),
                         policy: configuration.cookieAcceptPolicy, logger: logger) : nil))
+        self.transport = transport
+        var monitors = configuration.eventMonitors
+        if logger.logLevel <= .debug { monitors.append(LoggingMonitor(logger: logger)) }
+        self.pipeline = RequestPipeline(
+            transport: transport, cache: cache, cachePolicy: configuration.cachePolicy, credentials: credentials,
+            proxies: proxies, transferOptions: transferOptions, interceptors: configuration.interceptors,
+            monitors: monitors)
     }
 
     deinit {
-        driver.shutdown()
+        transport.shutdown()
         background?.close()
     }
 
@@ -149,12 +170,12 @@ open class HTTPSessionManager {
     /// files go), its ``events`` streams end, and its identifier is free for a new manager.
     public nonisolated func invalidateAndCancel() {
         background?.cancelAll()
-        driver.shutdown()
+        transport.shutdown()
         background?.close()
     }
 
     /// The session's cookies (empty, and ignored, when the configuration does not handle them).
-    public nonisolated var cookies: CookieStore { CookieStore(driver: driver) }
+    public nonisolated var cookies: CookieStore { CookieStore(host: transport) }
 
     // MARK: - Settings (any context)
 
@@ -223,43 +244,12 @@ open class HTTPSessionManager {
     // MARK: - The request pipeline
 
     /// Everything a call says about its request.
-    struct Call: Sendable {
-        var method: HTTPRequest.Method
-        var path: String
-        var parameters: JSON?
-        var headers: [String: String]
-        /// A body given as is: the request serializer is skipped.
-        var body: RequestBody?
-        /// The `Content-Type` of `body`, unless the call's headers set one.
-        var contentType: String?
-        /// Downloads, streams and large uploads: larger libcurl buffers.
-        var usesLargeBuffers = false
-        var maximumBytesPerSecond: Int64?
-        /// The call's own cookie, cache and credential choices.
-        var options: RequestOptions
-
-        init(
-            method: HTTPRequest.Method, path: String, parameters: JSON? = nil, headers: [String: String] = [:],
-            body: RequestBody? = nil, contentType: String? = nil, options: RequestOptions = RequestOptions()
-        ) {
-            self.method = method
-            self.path = path
-            self.parameters = parameters
-            self.headers = headers
-            self.body = body
-            self.contentType = contentType
-            self.options = options
-        }
-    }
+    typealias Call = RequestCall
 
     /// Builds the request head, encodes parameters; nonisolated, before anything is sent.
-    nonisolated func prepare(
-        _ call: Call
-    ) throws(CourierError) -> (
-        head: HTTPRequest, body: RequestBody?, session: (fields: HTTPFields, list: HeaderList)
-    ) {
+    nonisolated func prepare(_ call: Call) throws(CourierError) -> PreparedRequest {
         let (serializer, session) = try settings.withLock { settings throws(CourierError) in
-            (settings.requestSerializer, try settings.sessionFields())
+            (settings.requestSerializer, try settings.sessionFields(transport: transport))
         }
         var fields = session.fields
         if !call.headers.isEmpty { try RequestBuilding.apply(call.headers, to: &fields) }
@@ -276,19 +266,13 @@ open class HTTPSessionManager {
                 head.headerFields[.contentType] = contentType
             }
             if body.compressed { head.headerFields[.contentEncoding] = "gzip" }
-            return (head, body, session)
+            return PreparedRequest(
+                call: call, head: head, body: body, sessionFields: session.fields, sharedHeaders: session.shared)
         }
         let serialized = try serializer.serialize(head, parameters: call.parameters)
-        return (serialized.request, serialized.body.map { RequestBody(.data($0)) }, session)
-    }
-
-    /// Prepares, adapts, sends, processes and serializes one call.
-    nonisolated func perform<Serializer: ResponseSerializer>(
-        _ call: Call, serializer: Serializer, reporters: TransferReporters? = nil,
-        register: (@Sendable (Transfer) -> Void)? = nil
-    ) async throws -> DataResponse<Serializer.Value> {
-        let raw = try await performRaw(call, reporters: reporters, register: register)
-        return DataResponse(raw: raw, value: try serializer.serialize(raw))
+        return PreparedRequest(
+            call: call, head: serialized.request, body: serialized.body.map { RequestBody(.data($0)) },
+            sessionFields: session.fields, sharedHeaders: session.shared)
     }
 
     /// The serializer for results of type `Value`: the manager's ``responseSerializer`` for

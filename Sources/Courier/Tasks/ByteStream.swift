@@ -1,4 +1,10 @@
 import CCurlShim
+import CourierCore
+import CourierEngine
+import CourierPipeline
+import CourierSerialization
+import CourierStorage
+import CourierTransport
 import Foundation
 import HTTPTypes
 

@@ -1,3 +1,9 @@
+import CourierCore
+import CourierEngine
+import CourierPipeline
+import CourierSerialization
+import CourierStorage
+import CourierTransport
 import Foundation
 import HTTPTypes
 
@@ -76,7 +82,7 @@ public final class DataTask<Value: Sendable>: Sendable {
 /// guarded by the `state` lock.
 final class TaskControl: Sendable {
     private struct State {
-        var transfer: Transfer?
+        var transfer: (any TransportTransfer)?
         var cancelled = false
         var suspended = false
         var maximumBytesPerSecond: Int64??
@@ -90,7 +96,7 @@ final class TaskControl: Sendable {
     }
 
     /// Called by the pipeline right after it made the transfer, before starting it.
-    func attach(_ transfer: Transfer) {
+    func attach(_ transfer: any TransportTransfer) {
         let (cancelled, suspended, rate) = state.withLock { state in
             state.transfer = transfer
             return (state.cancelled, state.suspended, state.maximumBytesPerSecond)

@@ -1,0 +1,50 @@
+import Foundation
+import HTTPTypes
+
+/// A response as it arrived, before a response serializer turned it into a value.
+public struct RawResponse: Sendable {
+    /// The request as sent (after `adapt(_:)`; after redirects, the final hop's).
+    public var request: HTTPRequest
+    /// The response head: status and header fields (parsed into `HTTPFields` on first use).
+    public var response: HTTPResponse {
+        get { head.response }
+        set { head = ResponseHead(parsed: newValue) }
+    }
+    package var head: ResponseHead
+    /// The body bytes (content-decoded).
+    public var data: Data
+    /// Timing and size figures.
+    public var metrics: TransferMetrics
+    /// Whether the network or the HTTP cache answered.
+    public var source: ResponseSource = .network
+
+    /// Creates a raw response.
+    public init(request: HTTPRequest, response: HTTPResponse, data: Data, metrics: TransferMetrics = .init()) {
+        self.request = request
+        self.head = ResponseHead(parsed: response)
+        self.data = data
+        self.metrics = metrics
+    }
+
+    /// A response whose head was recorded by a transport (parsed on first use).
+    package init(request: HTTPRequest, head: ResponseHead, data: Data, metrics: TransferMetrics) {
+        self.request = request
+        self.head = head
+        self.data = data
+        self.metrics = metrics
+    }
+
+    /// The URL that answered (after redirects): the final request's URL.
+    public var url: URL { request.url ?? URL(string: "http://invalid/")! }
+    /// The status.
+    public var status: HTTPResponse.Status { head.status }
+    /// The header fields.
+    public var headerFields: HTTPFields { response.headerFields }
+}
+
+extension RawResponse {
+    /// A `CourierError.Context` carrying this response's URL, head and body.
+    package func errorContext(_ message: String, underlying: (any Error & Sendable)? = nil) -> CourierError.Context {
+        .init(url: url, response: response, body: data, message: message, underlyingError: underlying)
+    }
+}

@@ -1,0 +1,9 @@
+/// Where a response came from.
+public enum ResponseSource: Sendable, Hashable {
+    /// The network.
+    case network
+    /// The HTTP cache, without contacting the server.
+    case cache
+    /// The HTTP cache, after the server confirmed it with a 304.
+    case revalidatedCache
+}

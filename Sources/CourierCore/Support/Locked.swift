@@ -1,0 +1,56 @@
+import Foundation
+
+/// A value guarded by a `pthread_mutex_t`, allocated together with the value.
+///
+/// Courier uses this rather than `Synchronization.Mutex` because ThreadSanitizer intercepts
+/// pthread mutexes: on Linux it does not see the futex-based `Mutex` lock and unlock, and
+/// reports every access guarded by one as a race, which would hide real ones.
+package struct Locked<Value> {
+    private let buffer: LockedBuffer<Value>
+
+    package init(_ value: Value) {
+        buffer = LockedBuffer.make(value)
+    }
+
+    /// Runs `body` with exclusive access to the value.
+    @inline(__always)
+    package func withLock<Result, Failure: Error>(
+        _ body: (inout Value) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        try buffer.withLock(body)
+    }
+}
+
+// `@unchecked`: every access to the value goes through `withLock`, under the mutex.
+extension Locked: @unchecked Sendable where Value: Sendable {}
+
+/// The storage of `Locked`: the value as the header, one mutex as the element.
+package final class LockedBuffer<Value>: ManagedBuffer<Value, pthread_mutex_t> {
+    package static func make(_ value: Value) -> LockedBuffer<Value> {
+        let buffer = create(minimumCapacity: 1) { _ in value }
+        buffer.withUnsafeMutablePointerToElements { mutex in
+            mutex.initialize(to: pthread_mutex_t())
+            _ = pthread_mutex_init(mutex, nil)
+        }
+        return unsafeDowncast(buffer, to: LockedBuffer<Value>.self)
+    }
+
+    @inline(__always)
+    package func withLock<Result, Failure: Error>(
+        _ body: (inout Value) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        try withUnsafeMutablePointers { value, mutex throws(Failure) -> Result in
+            pthread_mutex_lock(mutex)
+            defer { pthread_mutex_unlock(mutex) }
+            return try body(&value.pointee)
+        }
+    }
+
+    // `ManagedBuffer` destroys the header (the value) itself; the elements are ours.
+    deinit {
+        withUnsafeMutablePointerToElements { mutex in
+            _ = pthread_mutex_destroy(mutex)
+            mutex.deinitialize(count: 1)
+        }
+    }
+}

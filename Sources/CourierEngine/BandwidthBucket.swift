@@ -1,0 +1,50 @@
+import CCurlShim
+import CourierCore
+import CourierStorage
+import CourierTransport
+
+/// A token bucket for the session-wide bandwidth limit. Driver thread only.
+///
+/// Tokens are bytes; they refill at `bytesPerSecond` up to a quarter second's worth. A
+/// callback takes tokens for what it is about to pass on; when none are left it pauses its
+/// transfer until `readyTime` (the balance may go below zero by one chunk, which keeps the
+/// average exact without splitting chunks).
+package final class BandwidthBucket {
+    private let rate: Double
+    private let capacity: Double
+    private var tokens: Double
+    private var updated: UInt64
+
+    package init(bytesPerSecond: Int64) {
+        rate = Double(max(1, bytesPerSecond))
+        capacity = max(rate / 4, 16_384)
+        tokens = 0
+        updated = courier_monotonic_nanoseconds()
+    }
+
+    private func refill() {
+        let now = courier_monotonic_nanoseconds()
+        tokens = min(capacity, tokens + Double(now &- updated) / 1e9 * rate)
+        updated = now
+    }
+
+    /// Takes `count` bytes' worth if any tokens are left.
+    package func take(_ count: Int) -> Bool {
+        refill()
+        guard tokens > 0 else { return false }
+        tokens -= Double(count)
+        return true
+    }
+
+    /// Gives back what was taken but not used.
+    package func refund(_ count: Int) {
+        tokens = min(capacity, tokens + Double(count))
+    }
+
+    /// When the balance will be positive again.
+    package var readyTime: UInt64 {
+        refill()
+        let deficit = max(0, -tokens) + 1
+        return updated + UInt64(deficit / rate * 1e9)
+    }
+}

@@ -1,0 +1,622 @@
+import CCurlShim
+import CourierCore
+import CourierStorage
+import CourierTransport
+import Foundation
+import HTTPTypes
+import Logging
+
+/// Runs one curl multi handle on a thread of its own.
+///
+/// Threading: the driver thread (`courier-driver`) makes every libcurl call for the multi
+/// handle and its easy handles. Other threads talk to it only through `submit(_:)`: it appends
+/// a command to the `inbox` (a `Locked`) and signals an eventfd that sits in the same epoll set
+/// as libcurl's sockets; the signal is skipped while one is pending, so a burst of submissions
+/// costs one wakeup.
+///
+/// The loop drives libcurl with `curl_multi_socket_action`: libcurl says which sockets to watch
+/// (CURLMOPT_SOCKETFUNCTION) and when to time out (CURLMOPT_TIMERFUNCTION), and each wakeup
+/// touches only the transfers with work, so the cost of a wakeup does not grow with the number
+/// of transfers in flight (the 10,000-transfer target). libcurl 7.88 removes a keep-alive
+/// socket from its interest set when a transfer ends and adds it back for the next one; the
+/// driver keeps such sockets registered while idle ("parked", see `watch(socket:what:easy:)`), which
+/// saves two `epoll_ctl` calls per request. Measured against `curl_multi_poll` in
+/// Documentation/Benchmarks.md: the same speed with 64 transfers in flight.
+///
+/// `@unchecked Sendable`: `inbox` is guarded by its lock (which also orders closing the eventfd
+/// with the last signal); every other `var` is touched only on the driver thread.
+package final class CurlDriver: @unchecked Sendable {
+    package enum Command {
+        /// Runs on the driver thread (cookie store operations).
+        case run(@Sendable (CurlDriver) -> Void)
+        case add(Transfer)
+        /// Cancelled by the caller: take it off the multi handle.
+        case remove(Transfer)
+        /// `suspend()` and `resume()`.
+        case suspend(Transfer)
+        case unsuspend(Transfer)
+        /// A byte stream's consumer caught up.
+        case resumeReceiving(Transfer)
+        /// The request body stream has bytes again.
+        case resumeSending(Transfer)
+        case setRate(Transfer, Int64?)
+    }
+
+    /// A transfer's result and the continuations waiting for it.
+    package typealias Delivery = (
+        result: Result<TransferOutput, any Error>, waiters: [UnsafeContinuation<TransferOutput, any Error>]
+    )
+
+    private struct Inbox {
+        package var commands: [Command] = []
+        /// A wakeup is pending (or the loop has not polled since the last one).
+        package var signalled = false
+        package var shuttingDown = false
+        /// The eventfd that wakes the loop; -1 once closed by `tearDown`.
+        package var wakeFD: Int32
+    }
+
+    package struct Limits: Sendable {
+        package var maximumConnectionsPerHost = 6
+        package var maximumTotalConnections = 0
+        /// Transfers on the multi handle at once; further ones wait their turn. 0: no limit.
+        package var maximumConcurrentTransfers = 0
+        /// Bytes per second shared by every transfer of the session, both directions; nil: none.
+        package var maximumBytesPerSecond: Int64?
+        /// The cookie engine: nil for none (no transfer of the session handles cookies).
+        package var cookies: CookieSettings?
+
+        /// Enough idle connections for every host the session talks to at full width, up to
+        /// the total limit when there is one.
+        package init(
+            maximumConnectionsPerHost: Int = 6, maximumTotalConnections: Int = 0, maximumConcurrentTransfers: Int = 0,
+            maximumBytesPerSecond: Int64? = nil, cookies: CookieSettings? = nil
+        ) {
+            self.maximumConnectionsPerHost = maximumConnectionsPerHost
+            self.maximumTotalConnections = maximumTotalConnections
+            self.maximumConcurrentTransfers = maximumConcurrentTransfers
+            self.maximumBytesPerSecond = maximumBytesPerSecond
+            self.cookies = cookies
+        }
+
+        package var idleConnectionCacheSize: Int {
+            maximumTotalConnections > 0
+                ? maximumTotalConnections : max(64, min(max(maximumConnectionsPerHost, 0), 1 << 20) * 8)
+        }
+    }
+
+    package struct CookieSettings: Sendable {
+        /// The cookie file of a default session; nil keeps cookies in memory.
+        package var jar: URL?
+        package var policy: CookieAcceptPolicy
+        /// Hears of jar lines that were dropped.
+        package var logger: Logger?
+
+        package init(jar: URL?, policy: CookieAcceptPolicy, logger: Logger?) {
+            self.jar = jar
+            self.policy = policy
+            self.logger = logger
+        }
+    }
+
+    private let inbox: Locked<Inbox>
+    private let limits: Limits
+    private let epollFD: Int32
+    private let wakeFD: Int32
+
+    // Driver thread only.
+    private var multi: UnsafeMutableRawPointer?
+    /// The transfers on the multi handle; each knows its place (`Transfer.activeIndex`).
+    private var active: [Transfer] = []
+    private var handles = EasyHandlePool()
+    /// Each socket in the epoll set: the interest (`CURL_POLL_*`) it is registered with, and
+    /// whether libcurl has stopped watching it ("parked"); and which sockets are connections,
+    /// opened through CURLOPT_OPENSOCKETFUNCTION: libcurl tells us when it closes them
+    /// (CURLOPT_CLOSESOCKETFUNCTION), so they may stay in the epoll set while idle.
+    private var sockets = SocketTable()
+    private var timerDeadline: UInt64?
+    /// The commands taken from the inbox this turn (see `takeCommands`).
+    private var taken: [Command] = []
+    /// Transfers waiting for a place under `maximumConcurrentTransfers`, in arrival order.
+    private var waiting: [Transfer] = []
+    private var waitingStart = 0
+    /// The session's cookie engine, when it handles cookies.
+    package private(set) var cookies: CookieEngine?
+    /// The session-wide bandwidth limit, consulted by the callbacks.
+    package private(set) var bandwidth: BandwidthBucket?
+    /// Transfers whose sinks hold bytes back until the end of this turn of the loop.
+    private var flushes: [Transfer] = []
+    /// Transfers paused by the bandwidth limit, and when they may go on.
+    private var throttled: [(deadline: UInt64, transfer: Transfer)] = []
+    /// libcurl's parse of the URLs requested lately, by their text (see `parsedURL(for:)`).
+    private var parsedURLs: [String: ParsedURL] = [:]
+    private var lastParsedURL: (url: String, parsed: ParsedURL)?
+    /// Results published during this turn of the loop, for their waiters (see `deliver`).
+    private var deliveries: [Delivery] = []
+
+    package init(limits: Limits, name: String = "courier-driver") {
+        _ = CurlRuntime.initialized
+        self.limits = limits
+        epollFD = courier_epoll_create()
+        precondition(epollFD >= 0, "epoll_create1 failed: errno \(errno)")
+        wakeFD = courier_wakeup_create(epollFD)
+        precondition(wakeFD >= 0, "eventfd failed: errno \(errno)")
+        inbox = Locked(Inbox(wakeFD: wakeFD))
+        let thread = Thread { [self] in
+            courier_set_thread_name(name)
+            self.run()
+        }
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+
+    /// Queues a command for the driver thread. Returns false once the driver is shutting down.
+    @discardableResult
+    package func submit(_ command: Command) -> Bool {
+        // The wakeup is written under the lock: `tearDown` closes the eventfd under the same
+        // lock, so a wakeup never reaches a closed (or reused) descriptor.
+        inbox.withLock { inbox in
+            guard !inbox.shuttingDown else { return false }
+            inbox.commands.append(command)
+            if !inbox.signalled {
+                inbox.signalled = true
+                courier_wakeup_signal(inbox.wakeFD)
+            }
+            return true
+        }
+    }
+
+    /// Asks the driver to cancel every transfer, clean up libcurl and end its thread. Returns
+    /// at once; the thread keeps `self` alive until `curl_multi_cleanup` has returned.
+    package func shutdown() {
+        inbox.withLock { inbox in
+            guard !inbox.shuttingDown else { return }
+            inbox.shuttingDown = true
+            courier_wakeup_signal(inbox.wakeFD)
+        }
+    }
+
+    // MARK: - The loop (driver thread)
+
+    private func run() {
+        let multi = curl_multi_init()!
+        self.multi = multi
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        courier_multi_setopt_socket_function(multi, driverSocketCallback)
+        courier_multi_setopt_pointer(multi, CURLMOPT_SOCKETDATA, me)
+        courier_multi_setopt_timer_function(multi, driverTimerCallback)
+        courier_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, me)
+        courier_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, limits.maximumConnectionsPerHost)
+        courier_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, limits.maximumTotalConnections)
+        // The idle-connection cache. libcurl's default (four per easy handle on the multi
+        // handle) shrinks whenever transfers finish, closing keep-alive connections that the
+        // next requests then open again; size it from the connection limits instead.
+        courier_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, limits.idleConnectionCacheSize)
+
+        if let rate = limits.maximumBytesPerSecond { bandwidth = BandwidthBucket(bytesPerSecond: rate) }
+        if let settings = limits.cookies {
+            cookies = CookieEngine(jar: settings.jar, policy: settings.policy, logger: settings.logger)
+        }
+
+        let capacity = 256
+        let events = UnsafeMutablePointer<courier_event>.allocate(capacity: capacity)
+        defer { events.deallocate() }
+        var running: Int32 = 0
+        var stop = false
+        while !stop {
+            let count = courier_epoll_wait(epollFD, events, Int32(capacity), pollTimeout())
+            if count < 0 {
+                if errno == EINTR { continue }
+                fatalError("epoll_wait failed: errno \(errno)")
+            }
+            var woken = false
+            for index in 0..<Int(count) {
+                let event = events[index]
+                if event.fd == wakeFD {
+                    woken = true
+                } else if sockets[event.fd].interest != nil {
+                    if sockets[event.fd].parked {
+                        // An idle keep-alive connection became readable: the server closed it,
+                        // or sent bytes nobody asked for. Those must never be read as the
+                        // answer to the next request (a response that comes before its request
+                        // was sent is a smuggled one, and poisons caches), and libcurl 7.88
+                        // reuses a connection with input waiting. So the connection is retired:
+                        // drained and shut down, which libcurl sees as closed when it next
+                        // considers it. libcurl is not watching it: stop reporting it.
+                        sockets[event.fd].interest = nil
+                        sockets[event.fd].parked = false
+                        courier_epoll_unwatch(epollFD, event.fd)
+                        courier_socket_retire(event.fd)
+                    } else {
+                        curl_multi_socket_action(multi, event.fd, Int32(event.events), &running)
+                    }
+                }
+            }
+            if woken {
+                courier_wakeup_drain(wakeFD)
+                stop = takeCommands()
+                for command in taken { perform(command) }
+                taken.removeAll(keepingCapacity: true)
+            }
+            if !throttled.isEmpty { releaseThrottled() }
+            if let deadline = timerDeadline, courier_monotonic_nanoseconds() >= deadline {
+                // Cleared first: socket_action may set a new timer through the timer callback.
+                timerDeadline = nil
+                curl_multi_socket_action(multi, courier_socket_timeout, 0, &running)
+            }
+            readCompletions()
+            flushSinks()
+            resumeWaiters()
+        }
+        tearDown()
+        resumeWaiters()
+    }
+
+    /// Hands a transfer's result to its waiters at the end of this turn of the loop. Resuming
+    /// a continuation enqueues its task on the global executor, which wakes a sleeping pool
+    /// thread; one turn often finishes dozens of transfers, and resuming them together wakes
+    /// the pool once or twice instead of once per transfer (each a futex call and a context
+    /// switch, on both sides). Driver thread.
+    package func deliver(
+        _ result: Result<TransferOutput, any Error>, to waiters: [UnsafeContinuation<TransferOutput, any Error>]
+    ) {
+        guard !waiters.isEmpty else { return }
+        deliveries.append((result, waiters))
+    }
+
+    private func resumeWaiters() {
+        guard !deliveries.isEmpty else { return }
+        for delivery in deliveries {
+            for waiter in delivery.waiters { waiter.resume(with: delivery.result) }
+        }
+        deliveries.removeAll(keepingCapacity: true)
+    }
+
+    /// Milliseconds until libcurl's timer or the next throttled transfer, rounded up; -1 when
+    /// there is neither.
+    private func pollTimeout() -> Int32 {
+        var earliest = timerDeadline
+        for entry in throttled where entry.deadline < earliest ?? .max { earliest = entry.deadline }
+        guard let deadline = earliest else { return -1 }
+        let now = courier_monotonic_nanoseconds()
+        guard deadline > now else { return 0 }
+        return Int32(min((deadline - now + 999_999) / 1_000_000, 60_000))
+    }
+
+    /// Moves the queued commands into `taken` and clears the wakeup flag, so the next submission
+    /// wakes us. Returns whether the driver is shutting down.
+    private func takeCommands() -> Bool {
+        inbox.withLock { inbox in
+            // Swapped, not copied: both arrays keep their storage from turn to turn.
+            swap(&inbox.commands, &taken)
+            inbox.signalled = false
+            return inbox.shuttingDown
+        }
+    }
+
+    private func perform(_ command: Command) {
+        switch command {
+        case .run(let work): work(self)
+        case .add(let transfer): add(transfer)
+        case .remove(let transfer): detach(transfer)
+        case .suspend(let transfer):
+            transfer.pause.suspended = true
+            applyPause(transfer)
+        case .unsuspend(let transfer):
+            transfer.pause.suspended = false
+            applyPause(transfer)
+        case .resumeReceiving(let transfer):
+            transfer.pause.receiveBackpressure = false
+            applyPause(transfer)
+        case .resumeSending(let transfer):
+            transfer.pause.sendWaiting = false
+            applyPause(transfer)
+        case .setRate(let transfer, let rate):
+            transfer.bandwidth = rate.map(BandwidthBucket.init(bytesPerSecond:))
+            if rate == nil {
+                // No limit any more: a pause the transfer's own bucket caused ends now.
+                throttled.removeAll { $0.transfer === transfer }
+                transfer.pause.receiveThrottled = false
+                transfer.pause.sendThrottled = false
+                applyPause(transfer)
+            }
+        }
+    }
+
+    /// Tells libcurl the directions the transfer's pause reasons leave paused, when that
+    /// changed. Unpausing may call the write callback at once with bytes libcurl held back.
+    private func applyPause(_ transfer: Transfer) {
+        guard let easy = transfer.easy else { return }
+        let mask = transfer.pause.mask
+        guard mask != transfer.appliedPauseMask else { return }
+        transfer.appliedPauseMask = mask
+        curl_easy_pause(easy, mask)
+    }
+
+    /// libcurl's parse of `url`, made once and shared by every transfer to it while it is in the
+    /// cache (the 256 URLs requested last, roughly); nil when libcurl does not accept the URL.
+    /// Driver thread.
+    package func parsedURL(for url: String) -> ParsedURL? {
+        // The same URL as the last request (an API client's common case): compared, not hashed.
+        if let last = lastParsedURL, last.url == url { return last.parsed }
+        if let parsed = parsedURLs[url] {
+            lastParsedURL = (url, parsed)
+            return parsed
+        }
+        guard let parsed = ParsedURL(url) else { return nil }
+        // Transfers hold the parses they use, so emptying the cache frees none in use.
+        if parsedURLs.count >= 256 { parsedURLs.removeAll(keepingCapacity: true) }
+        parsedURLs[url] = parsed
+        lastParsedURL = (url, parsed)
+        return parsed
+    }
+
+    /// Flushes `transfer`'s sink at the end of this turn. Driver thread.
+    package func scheduleFlush(_ transfer: Transfer) {
+        flushes.append(transfer)
+    }
+
+    private func flushSinks() {
+        guard !flushes.isEmpty else { return }
+        for transfer in flushes {
+            transfer.flushScheduled = false
+            if !transfer.sinkEnded { transfer.sink.flush() }
+        }
+        flushes.removeAll(keepingCapacity: true)
+    }
+
+    /// The bandwidth limit paused `transfer`: let it go on at `deadline`. Driver thread.
+    package func wake(_ transfer: Transfer, at deadline: UInt64) {
+        throttled.append((deadline, transfer))
+    }
+
+    private func releaseThrottled() {
+        let now = courier_monotonic_nanoseconds()
+        let due = throttled.filter { $0.deadline <= now }
+        guard !due.isEmpty else { return }
+        throttled.removeAll { $0.deadline <= now }
+        for entry in due {
+            entry.transfer.pause.receiveThrottled = false
+            entry.transfer.pause.sendThrottled = false
+            applyPause(entry.transfer)
+        }
+    }
+
+    private func add(_ transfer: Transfer) {
+        if limits.maximumConcurrentTransfers > 0, active.count >= limits.maximumConcurrentTransfers {
+            waiting.append(transfer)  // its turn comes in `detach`
+            return
+        }
+        guard transfer.driverWillAdd() == .add else { return }
+        let easy = handles.take(for: transfer)
+        transfer.easy = easy
+        transfer.beginHop()
+        transfer.activeIndex = active.count
+        active.append(transfer)
+        do {
+            try transfer.configure(easy)
+        } catch {
+            detach(transfer, .failed)
+            transfer.complete(with: .failure(error))
+            return
+        }
+        let code = curl_multi_add_handle(multi, easy)
+        if code != CURLM_OK {
+            detach(transfer, .failed)
+            let message = String(cString: curl_multi_strerror(code))
+            transfer.complete(
+                with: .failure(CourierError.transport(.init(url: transfer.current.url, message: message))))
+        }
+    }
+
+    /// Takes the transfer's easy handle off the multi handle, keeps the handle for reuse, ends
+    /// the sink (if the outcome did not already), and lets a waiting transfer take the place.
+    private func detach(_ transfer: Transfer, _ outcome: SinkOutcome = .cancelled) {
+        guard let easy = transfer.easy else { return }
+        curl_multi_remove_handle(multi, easy)
+        transfer.easy = nil
+        transfer.parsedURL = nil  // released here, on the driver thread
+        // Swap-remove: the last transfer takes this one's place.
+        let index = transfer.activeIndex
+        let last = active.removeLast()
+        if last !== transfer {
+            active[index] = last
+            last.activeIndex = index
+        }
+        transfer.activeIndex = -1
+        throttled.removeAll { $0.transfer === transfer }
+        _ = transfer.endSink(outcome)
+        handles.giveBack(easy, after: transfer)
+        while waitingStart < waiting.count, limits.maximumConcurrentTransfers > 0,
+            active.count < limits.maximumConcurrentTransfers
+        {
+            let next = waiting[waitingStart]
+            waitingStart += 1
+            add(next)
+        }
+        if waitingStart > 64, waitingStart * 2 > waiting.count {
+            waiting.removeFirst(waitingStart)
+            waitingStart = 0
+        }
+    }
+
+    private func readCompletions() {
+        var remaining: Int32 = 0
+        while let message = curl_multi_info_read(multi, &remaining) {
+            guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+            let code = message.pointee.data.result
+            var pointer: UnsafeMutableRawPointer?
+            courier_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &pointer)
+            guard let pointer else { continue }
+            finish(Unmanaged<Transfer>.fromOpaque(pointer).takeUnretainedValue(), easy: easy, code: code)
+        }
+    }
+
+    private func finish(_ transfer: Transfer, easy: UnsafeMutableRawPointer, code: CURLcode) {
+        if let cookies, transfer.head.hasSetCookie, transfer.current.options.handlesCookies,
+            let url = transfer.current.url
+        {
+            cookies.responseSetCookies(transfer.head.values(of: "set-cookie"), from: url)
+        }
+        if transfer.isFinished {
+            detach(transfer)  // cancelled meanwhile; the caller already has its answer
+            return
+        }
+        switch TransferOutcome.evaluate(transfer, easy: easy, code: code) {
+        case .redirect(let next):
+            if let observer = next.observer, let response = transfer.head.response {
+                observer.transferRedirected(from: transfer.current.head, to: next.head, response: response)
+            }
+            transfer.earlierHopsDuration += TransferOutcome.totalTime(easy)
+            curl_multi_remove_handle(multi, easy)
+            // The next hop may change method and body: start from libcurl's defaults.
+            curl_easy_reset(easy)
+            transfer.handleIsClean = false
+            transfer.current = next
+            transfer.prepared = PreparedHop(next)
+            transfer.redirectCount += 1
+            transfer.beginHop()
+            do {
+                try transfer.configure(easy)
+            } catch {
+                detach(transfer, .failed)
+                transfer.complete(with: .failure(error))
+                return
+            }
+            curl_multi_add_handle(multi, easy)
+        case .done(let result):
+            detach(transfer, .completed)  // the outcome already ended the sink
+            transfer.complete(with: result)
+        }
+    }
+
+    private func tearDown() {
+        for transfer in active {
+            transfer.cancel()
+            detach(transfer)
+        }
+        // Commands that arrived after the last pass, and transfers still waiting: cancelled.
+        _ = takeCommands()
+        for command in taken {
+            switch command {
+            case .add(let transfer): transfer.cancel()
+            case .run(let work): work(self)  // answers its caller (the engine still exists)
+            default: break
+            }
+        }
+        for transfer in waiting[waitingStart...] { transfer.cancel() }
+        waiting.removeAll()
+        handles.removeAll()
+        parsedURLs.removeAll()
+        lastParsedURL = nil
+        // Socket callbacks can still fire in here; `self` is alive (this thread holds it).
+        curl_multi_cleanup(multi)
+        multi = nil
+        cookies?.close()  // every easy handle has left the share by now
+        cookies = nil
+        inbox.withLock { inbox in
+            close(inbox.wakeFD)
+            inbox.wakeFD = -1
+        }
+        close(epollFD)
+    }
+
+    // MARK: - libcurl multi callbacks (driver thread)
+
+    /// Mirrors libcurl's interest in a socket into the epoll set with as few `epoll_ctl` calls
+    /// as possible. libcurl 7.88 removes a keep-alive connection's socket when its transfer ends
+    /// and adds it again for the next one; a connection socket is therefore only "parked" on
+    /// removal, and taken back without a system call when the interest is the same.
+    ///
+    /// libcurl also removes the socket of a transfer it pauses in both directions. That socket
+    /// is not idle: what arrives on it is the paused response, kept in the kernel until the
+    /// transfer resumes. It is taken out of the epoll set (a level-triggered readable socket
+    /// nobody reads would wake every turn) and never parked, so it is never retired.
+    fileprivate func watch(socket: Int32, what: Int32, easy: UnsafeMutableRawPointer?) {
+        var entry = sockets[socket]
+        if what == CURL_POLL_REMOVE {
+            guard entry.interest != nil else { return }
+            if entry.isConnection && !isPaused(easy) {
+                entry.parked = true
+            } else {
+                // Not ours to track (e.g. the resolver's socket pair), or a paused transfer's
+                // connection: out of the set until libcurl asks for it again.
+                entry.interest = nil
+                courier_epoll_unwatch(epollFD, socket)
+            }
+            sockets[socket] = entry
+            return
+        }
+        let previous = entry.interest
+        entry.interest = what
+        entry.parked = false
+        sockets[socket] = entry
+        guard previous != what else { return }
+        let add: Int32 = previous == nil ? 1 : 0
+        if courier_epoll_set(epollFD, socket, what, add) != 0 {
+            // Out of step with the kernel (a descriptor closed and reused): the other operation.
+            courier_epoll_set(epollFD, socket, what, 1 - add)
+        }
+    }
+
+    /// Whether `easy` (the handle a socket callback names) belongs to a transfer that has a
+    /// direction paused. Every easy handle in the multi handle points at its live transfer.
+    private func isPaused(_ easy: UnsafeMutableRawPointer?) -> Bool {
+        guard let easy else { return false }
+        var pointer: UnsafeMutableRawPointer?
+        courier_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &pointer)
+        guard let pointer else { return false }
+        return Unmanaged<Transfer>.fromOpaque(pointer).takeUnretainedValue().appliedPauseMask != 0
+    }
+
+    /// CURLOPT_OPENSOCKETFUNCTION: a connection socket is born.
+    fileprivate func openSocket(_ address: UnsafeMutablePointer<curl_sockaddr>) -> Int32 {
+        let socket = courier_open_socket(address)
+        if socket >= 0 { sockets[socket] = SocketTable.Entry(interest: nil, parked: false, isConnection: true) }
+        return socket
+    }
+
+    /// CURLOPT_CLOSESOCKETFUNCTION: a connection socket dies. Closing it also takes it out of
+    /// the epoll set (libcurl never duplicates its sockets).
+    fileprivate func closeSocket(_ socket: Int32) -> Int32 {
+        sockets[socket] = SocketTable.Entry()
+        return close(socket)
+    }
+
+    fileprivate func setTimer(milliseconds: Int) {
+        // Clamped: libcurl's timeouts are (see `Duration.longestCurlTimeout`), but a wait is
+        // never worth an overflow trap on this thread.
+        guard milliseconds >= 0 else {
+            timerDeadline = nil
+            return
+        }
+        let wait = UInt64(min(milliseconds, Int(Int32.max)))
+        timerDeadline = courier_monotonic_nanoseconds() + wait * 1_000_000
+    }
+}
+
+/// CURLMOPT_SOCKETFUNCTION: libcurl says which events it wants on a socket.
+private let driverSocketCallback: curl_socket_callback = { easy, socket, what, userdata, _ in
+    let driver = Unmanaged<CurlDriver>.fromOpaque(userdata!).takeUnretainedValue()
+    driver.watch(socket: socket, what: what, easy: easy)
+    return 0
+}
+
+/// CURLOPT_OPENSOCKETFUNCTION (set on every easy handle with the driver as its data).
+package let driverOpenSocketCallback: curl_opensocket_callback = { userdata, _, address in
+    let driver = Unmanaged<CurlDriver>.fromOpaque(userdata!).takeUnretainedValue()
+    return driver.openSocket(address!)
+}
+
+/// CURLOPT_CLOSESOCKETFUNCTION (set on every easy handle with the driver as its data).
+package let driverCloseSocketCallback: curl_closesocket_callback = { userdata, socket in
+    let driver = Unmanaged<CurlDriver>.fromOpaque(userdata!).takeUnretainedValue()
+    return driver.closeSocket(socket)
+}
+
+/// CURLMOPT_TIMERFUNCTION: libcurl asks to be called after `timeout` ms (-1: no timer).
+private let driverTimerCallback: curl_multi_timer_callback = { _, timeout, userdata in
+    let driver = Unmanaged<CurlDriver>.fromOpaque(userdata!).takeUnretainedValue()
+    driver.setTimer(milliseconds: timeout)
+    return 0
+}

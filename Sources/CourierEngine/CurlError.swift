@@ -1,0 +1,99 @@
+import CCurlShim
+import CourierCore
+import CourierStorage
+import CourierTransport
+import Foundation
+
+extension CourierError {
+    /// Maps a libcurl result code to the `CourierError` case a caller can act on.
+    ///
+    /// `detail` is libcurl's own message from `CURLOPT_ERRORBUFFER` when it wrote one
+    /// (libcurl-errors(3) lists the codes). `stage` tells apart the codes libcurl also uses for
+    /// a reply it cannot read.
+    package static func fromCurl(
+        _ code: CURLcode, detail: String, context: Context, stage: ResponseStage = .other
+    ) -> CourierError {
+        var context = context
+        context.curlCode = Int(code.rawValue)
+        let text = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        switch code {
+        case CURLE_UNSUPPORTED_PROTOCOL where stage != .other:
+            // libcurl's code for a first line it cannot read as an HTTP status line ("Received
+            // HTTP/0.9 when not allowed", "Unsupported HTTP version in response"); before the
+            // request goes out, the same code means a URL scheme it refuses.
+            context.message = "The server's status line is not HTTP: \(text)"
+            return .invalidResponse(context)
+        case CURLE_OUT_OF_MEMORY where stage != .other:
+            // libcurl keeps each header line in a buffer of CURL_MAX_HTTP_HEADER bytes and
+            // reports a longer line as out of memory.
+            context.message =
+                "A line of the response head is longer than libcurl's limit of \(CURL_MAX_HTTP_HEADER) bytes"
+            return .invalidResponse(context)
+        case CURLE_FILESIZE_EXCEEDED where stage == .readingHead(sawContentLength: false):
+            // With a size limit set, libcurl refuses a Content-Length beyond 64 bits this way as
+            // it reads the line, before Courier sees it; a declared length over the limit it
+            // refuses at the end of the head, after Courier has read the line.
+            context.message = "The response's Content-Length is not a valid length: more than 64 bits"
+            return .invalidResponse(context)
+        case CURLE_RECV_ERROR where detail.hasSuffix(Self.chunkedEncodingSuffix):
+            // libcurl's words for a chunk size line it cannot read, e.g. "Illegal or missing
+            // hexadecimal sequence in chunked-encoding"; a reset connection has other words.
+            context.message = "Malformed chunked encoding: \(detail.dropLast(Self.chunkedEncodingSuffix.count))"
+            return .invalidResponse(context)
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            context.message = "Unsupported scheme: \(text)"
+            return .unsupportedScheme(context)
+        case CURLE_URL_MALFORMAT:
+            context.message = "Malformed URL: \(text)"
+            return .invalidURL(context)
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
+            context.message = "Cannot resolve host: \(text)"
+            return .cannotResolveHost(context)
+        case CURLE_COULDNT_CONNECT:
+            context.message = "Cannot connect: \(text)"
+            return .cannotConnect(context)
+        case CURLE_OPERATION_TIMEDOUT:
+            context.message = "Timed out: \(text)"
+            return .timedOut(context)
+        case CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR,
+            CURLE_HTTP2_STREAM, CURLE_HTTP2:
+            context.message = "Connection lost: \(text)"
+            return .connectionLost(context)
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
+            CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
+            CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED,
+            CURLE_SSL_SHUTDOWN_FAILED, CURLE_SSL_CRL_BADFILE, CURLE_SSL_ISSUER_ERROR,
+            CURLE_SSL_CLIENTCERT, CURLE_USE_SSL_FAILED:
+            context.message = "TLS failure: \(text)"
+            return .tls(context)
+        case CURLE_TOO_MANY_REDIRECTS:
+            context.message = "Too many redirects: \(text)"
+            return .tooManyRedirects(context)
+        case CURLE_FILESIZE_EXCEEDED:
+            context.message = "Response too large: \(text)"
+            return .responseTooLarge(context)
+        case CURLE_WEIRD_SERVER_REPLY, CURLE_BAD_CONTENT_ENCODING:
+            context.message = "Invalid response: \(text)"
+            return .invalidResponse(context)
+        case CURLE_WRITE_ERROR, CURLE_READ_ERROR:
+            context.message = "File system: \(text)"
+            return .fileSystem(context)
+        default:
+            context.message = "Transfer failed: \(text)"
+            return .transport(context)
+        }
+    }
+
+    /// How libcurl 7.88 ends its messages about malformed chunked encoding.
+    private static let chunkedEncodingSuffix = " in chunked-encoding"
+
+    /// How far the response had come when libcurl failed. Some of libcurl's codes mean a reply
+    /// it cannot read once the request has gone out, and something else before.
+    package enum ResponseStage: Equatable {
+        /// The request had not gone out, or the response head had arrived whole.
+        case other
+        /// The request had gone out and the head had not arrived whole. `sawContentLength`:
+        /// Courier had read a valid `Content-Length` line of it.
+        case readingHead(sawContentLength: Bool)
+    }
+}

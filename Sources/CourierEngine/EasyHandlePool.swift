@@ -1,0 +1,59 @@
+import CCurlShim
+import CourierCore
+import CourierStorage
+import CourierTransport
+
+/// Idle easy handles of one driver, for reuse. Driver thread only.
+///
+/// A handle whose last transfer was plain (a GET or HEAD without body, see
+/// `TransferRequest.isPlain`) is kept "clean" together with the options it was configured
+/// with: the next plain transfer with the same options only sets what differs per request.
+/// Every other handle is reset (`curl_easy_reset`) before reuse, so no option leaks from one
+/// transfer into the next. A reset keeps a handle's share (and so its cookies), so a handle
+/// that has joined the cookie share is only reused for transfers that handle cookies.
+package struct EasyHandlePool {
+    private var clean: [(handle: UnsafeMutableRawPointer, options: TransferOptions)] = []
+    private var dirty: [(handle: UnsafeMutableRawPointer, sharesCookies: Bool)] = []
+    private static let limit = 256
+
+    /// A handle for `transfer`; sets `transfer.handleIsClean` for `configure`.
+    package mutating func take(for transfer: Transfer) -> UnsafeMutableRawPointer {
+        if transfer.hop.isPlain, let last = clean.last, last.options == transfer.current.options {
+            clean.removeLast()
+            transfer.handleIsClean = true
+            return last.handle
+        }
+        transfer.handleIsClean = false
+        let wantsCookies = transfer.current.options.handlesCookies
+        if let index = dirty.lastIndex(where: { wantsCookies || !$0.sharesCookies }) {
+            let handle = dirty.remove(at: index).handle
+            curl_easy_reset(handle)
+            return handle
+        }
+        if let index = clean.lastIndex(where: { wantsCookies || !$0.options.handlesCookies }) {
+            let handle = clean.remove(at: index).handle
+            curl_easy_reset(handle)
+            return handle
+        }
+        return curl_easy_init()!
+    }
+
+    package mutating func giveBack(_ handle: UnsafeMutableRawPointer, after transfer: Transfer) {
+        guard clean.count + dirty.count < Self.limit else {
+            curl_easy_cleanup(handle)
+            return
+        }
+        if transfer.hop.isPlain && transfer.redirectCount == 0 {
+            clean.append((handle, transfer.current.options))
+        } else {
+            dirty.append((handle, transfer.current.options.handlesCookies))
+        }
+    }
+
+    package mutating func removeAll() {
+        for entry in clean { curl_easy_cleanup(entry.handle) }
+        for entry in dirty { curl_easy_cleanup(entry.handle) }
+        clean.removeAll()
+        dirty.removeAll()
+    }
+}

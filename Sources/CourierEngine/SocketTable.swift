@@ -1,0 +1,34 @@
+import CourierCore
+import CourierStorage
+import CourierTransport
+/// What the driver knows of each socket descriptor: whether it is in the epoll set and with
+/// which interest (`CURL_POLL_IN`, `_OUT`, `_INOUT`), whether libcurl has stopped watching it
+/// ("parked"), and whether it is a connection socket that libcurl opened through the driver.
+/// Driver thread only.
+///
+/// Indexed by the descriptor itself: descriptors are small numbers that the kernel reuses
+/// lowest first, so the table stays as long as the most sockets open at once, and a lookup
+/// (two per request, in the loop and in the socket callback) costs no hashing.
+package struct SocketTable {
+    package struct Entry: Equatable {
+        /// The interest the socket is registered with in the epoll set; nil when it is not.
+        package var interest: Int32?
+        package var parked = false
+        package var isConnection = false
+    }
+
+    private var entries: [Entry] = []
+
+    package subscript(socket: Int32) -> Entry {
+        get { socket >= 0 && Int(socket) < entries.count ? entries[Int(socket)] : Entry() }
+        set {
+            guard socket >= 0 else { return }
+            let index = Int(socket)
+            if index >= entries.count {
+                guard newValue != Entry() else { return }
+                entries.append(contentsOf: repeatElement(Entry(), count: index + 1 - entries.count))
+            }
+            entries[index] = newValue
+        }
+    }
+}

@@ -1,0 +1,165 @@
+import CCurlShim
+import CourierCore
+import CourierStorage
+import CourierTransport
+import Foundation
+import HTTPTypes
+
+// libcurl's per-transfer callbacks. Each receives the `Transfer` as its user data pointer
+// (unretained: the driver's `active` table holds the transfer while its handle is on the multi
+// handle) and runs on the driver thread, inside `curl_multi_socket_action` or `curl_easy_pause`.
+
+/// CURLOPT_WRITEFUNCTION: body bytes, already content-decoded by libcurl.
+package let transferWriteCallback: curl_write_callback = { buffer, size, count, userdata in
+    let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
+    return transfer.receiveBody(UnsafeRawBufferPointer(start: buffer, count: size * count))
+}
+
+/// CURLOPT_HEADERFUNCTION: one header line at a time, status lines and blank lines included.
+package let transferHeaderCallback: curl_write_callback = { buffer, size, count, userdata in
+    let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
+    return transfer.receiveHeaderLine(UnsafeRawBufferPointer(start: buffer, count: size * count))
+}
+
+/// CURLOPT_READFUNCTION: request body bytes, on demand.
+package let transferReadCallback: curl_read_callback = { buffer, size, count, userdata in
+    let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
+    return transfer.sendBody(UnsafeMutableRawBufferPointer(start: buffer, count: size * count))
+}
+
+/// CURLOPT_SEEKFUNCTION: libcurl wants to send the body again from the start.
+package let transferSeekCallback: curl_seek_callback = { userdata, offset, origin in
+    let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
+    guard offset == 0, origin == SEEK_SET, let reader = transfer.bodyReader, reader.rewind() else {
+        return courier_seekfunc_cantseek
+    }
+    transfer.sentBytes = 0
+    return courier_seekfunc_ok
+}
+
+/// Status codes whose `Location` Courier follows (RFC 9110 section 15.4).
+private let redirectStatuses: Set<Int> = [301, 302, 303, 307, 308]
+
+/// The most of a redirect's body that is read (and thrown away). Reading a short body to its
+/// end keeps the connection for the next hop; a longer one, or one that never ends, is not
+/// worth the wait (a hostile server can stream one forever): the hop ends at this point, its
+/// connection is closed, and the redirect is followed all the same.
+package let redirectBodyLimit = 16 << 10
+
+extension Transfer {
+    package func receiveHeaderLine(_ line: UnsafeRawBufferPointer) -> Int {
+        switch head.consume(line) {
+        case .partial:
+            return line.count
+        case .invalid(let message):
+            callbackFailure = .invalidResponse(.init(message: message))
+            return 0  // aborts the transfer with CURLE_WRITE_ERROR
+        case .complete:
+            guard !head.isInterim else { return line.count }
+        }
+        current.observer?.transferReceivedHead(head, for: current.head)
+        if hop.followRedirects, redirectStatuses.contains(head.statusCode), head.hasLocation {
+            discardingBody = true
+            if !hop.isHead, let length = head.contentLength, length > redirectBodyLimit {
+                cutRedirectBody = true
+                return 0  // ends the hop with CURLE_WRITE_ERROR; `TransferOutcome` follows it
+            }
+            return line.count
+        }
+        // With a content encoding, Content-Length counts encoded bytes, not what we receive.
+        expectedBytes = head.hasContentEncoding ? nil : head.contentLength
+        if let failure = sink.begin(head, expectedLength: expectedBytes) {
+            callbackFailure = failure
+            return 0  // aborts the transfer with CURLE_WRITE_ERROR
+        }
+        reporters?.download.update(completedBytes: 0, totalBytes: expectedBytes)
+        return line.count
+    }
+
+    package func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {
+        if discardingBody { return discardRedirectBody(bytes.count) }
+        if !admit(bytes.count) {
+            pause.receiveThrottled = true
+            appliedPauseMask |= Int32(CURLPAUSE_RECV)
+            return courier_write_func_pause
+        }
+        switch sink.write(bytes) {
+        case .accepted:
+            if !flushScheduled, sink.needsFlush {
+                flushScheduled = true
+                driver.scheduleFlush(self)
+            }
+            receivedBytes += Int64(bytes.count)
+            reporters?.download.update(completedBytes: receivedBytes, totalBytes: expectedBytes)
+            return bytes.count
+        case .pause:
+            refund(bytes.count)
+            pause.receiveBackpressure = true
+            appliedPauseMask |= Int32(CURLPAUSE_RECV)
+            return courier_write_func_pause
+        case .failed(let error):
+            callbackFailure = error
+            return bytes.count == 0 ? 1 : 0  // any other count aborts with CURLE_WRITE_ERROR
+        }
+    }
+
+    /// Throws a redirect's body away, up to `redirectBodyLimit`; past it, ends the hop.
+    private func discardRedirectBody(_ count: Int) -> Int {
+        discardedBytes += count
+        guard discardedBytes > redirectBodyLimit else { return count }
+        cutRedirectBody = true
+        return count == 0 ? 1 : 0  // any other count ends the hop with CURLE_WRITE_ERROR
+    }
+
+    package func sendBody(_ buffer: UnsafeMutableRawBufferPointer) -> Int {
+        guard let reader = bodyReader else { return 0 }
+        if !admit(buffer.count) {
+            pause.sendThrottled = true
+            appliedPauseMask |= Int32(CURLPAUSE_SEND)
+            return courier_readfunc_pause
+        }
+        switch reader.read(into: buffer) {
+        case .bytes(let count):
+            refund(buffer.count - count)
+            sentBytes += Int64(count)
+            reporters?.upload.update(completedBytes: sentBytes, totalBytes: hop.uploadLength)
+            return count
+        case .wait:
+            refund(buffer.count)
+            pause.sendWaiting = true
+            appliedPauseMask |= Int32(CURLPAUSE_SEND)
+            return courier_readfunc_pause
+        case .failed(let error):
+            callbackFailure = error
+            return courier_readfunc_abort
+        }
+    }
+
+    /// Takes `count` bytes from the session's and this transfer's bandwidth buckets. When
+    /// either is empty, takes nothing and asks the driver to unpause at the later ready time.
+    @inline(__always)
+    private func admit(_ count: Int) -> Bool {
+        guard driver.bandwidth != nil || bandwidth != nil else { return true }
+        return admitThrottled(count)
+    }
+
+    private func admitThrottled(_ count: Int) -> Bool {
+        let session = driver.bandwidth
+        if let session, !session.take(count) {
+            driver.wake(self, at: max(session.readyTime, bandwidth?.readyTime ?? 0))
+            return false
+        }
+        if let bandwidth, !bandwidth.take(count) {
+            session?.refund(count)
+            driver.wake(self, at: bandwidth.readyTime)
+            return false
+        }
+        return true
+    }
+
+    private func refund(_ count: Int) {
+        guard count > 0 else { return }
+        driver.bandwidth?.refund(count)
+        bandwidth?.refund(count)
+    }
+}

@@ -1,0 +1,210 @@
+import CCurlShim
+import CourierCore
+import CourierStorage
+import CourierTransport
+import Foundation
+import HTTPTypes
+
+extension Transfer {
+    /// Sets the options of the current hop on the easy handle. Driver thread.
+    ///
+    /// A clean handle (see `EasyHandlePool`) already carries the session-wide options and
+    /// gets only the per-request ones; any other handle is fresh or reset and gets all.
+    package func configure(_ easy: UnsafeMutableRawPointer) throws(CourierError) {
+        if !handleIsClean { configureCommonOptions(easy, current.options) }
+        let request = current
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        try check(courier_easy_setopt_string(easy, CURLOPT_URL, prepared.url), easy)
+        // Set (or cleared) on every hop: a reused handle still points at its last transfer's.
+        parsedURL = driver.parsedURL(for: prepared.url)
+        courier_easy_setopt_curlu(easy, parsedURL?.handle)
+        courier_easy_setopt_pointer(easy, CURLOPT_PRIVATE, me)
+        courier_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, me)
+        courier_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, me)
+        courier_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
+        // Wait for a connection that may multiplex (HTTP/2) rather than open another, but only
+        // where HTTP/2 can happen: libcurl counts cleartext http as "may multiplex" too, and
+        // would hold every request to a new host until the first response is over.
+        courier_easy_setopt_long(easy, CURLOPT_PIPEWAIT, hop.mayMultiplex ? 1 : 0)
+        // The response size limit is for bodies held in memory; files and streams have none.
+        // The memory sink refuses a declared length over it when the head is complete, and
+        // counts decoded bytes after. (Not libcurl's CURLOPT_MAXFILESIZE_LARGE: it would fail
+        // a redirect that declares a long body too, before Courier could follow it.)
+        try configureMethodAndBody(easy, request)
+        courier_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, prepared.headers.list)
+        // libcurl answers a challenge itself (a 401 or 407, then a second request for Digest
+        // and NTLM), or sends Basic at once when asked to.
+        if let credential = request.credentials.credential(for: request.url) {
+            Self.setCredential(
+                credential, easy, user: CURLOPT_USERNAME, password: CURLOPT_PASSWORD, schemes: CURLOPT_HTTPAUTH)
+        }
+        if let credential = request.proxyCredential {
+            Self.setCredential(
+                credential, easy, user: CURLOPT_PROXYUSERNAME, password: CURLOPT_PROXYPASSWORD,
+                schemes: CURLOPT_PROXYAUTH)
+        }
+    }
+
+    private static func setCredential(
+        _ credential: Credential, _ easy: UnsafeMutableRawPointer, user: CURLoption, password: CURLoption,
+        schemes: CURLoption
+    ) {
+        courier_easy_setopt_string(easy, user, credential.user)
+        courier_easy_setopt_string(easy, password, credential.password)
+        // CURLAUTH_ANY sets the top bit of an unsigned long: pass the bits, not the value.
+        let allowed = credential.sendsPreemptively ? courier_auth_basic : courier_auth_any
+        courier_easy_setopt_long(easy, schemes, Int(bitPattern: UInt(allowed)))
+    }
+
+    /// The options every transfer of the session shares.
+    private func configureCommonOptions(_ easy: UnsafeMutableRawPointer, _ options: TransferOptions) {
+        courier_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        let driverPointer = Unmanaged.passUnretained(driver).toOpaque()
+        courier_easy_setopt_opensocket_function(easy, driverOpenSocketCallback)
+        courier_easy_setopt_pointer(easy, CURLOPT_OPENSOCKETDATA, driverPointer)
+        courier_easy_setopt_closesocket_function(easy, driverCloseSocketCallback)
+        courier_easy_setopt_pointer(easy, CURLOPT_CLOSESOCKETDATA, driverPointer)
+        courier_easy_setopt_write_function(easy, transferWriteCallback)
+        courier_easy_setopt_header_function(easy, transferHeaderCallback)
+
+        // Only http and https, for requests and redirects alike (a redirect to file:// or any
+        // other scheme is refused: see RedirectPolicy). Courier follows redirects itself (see
+        // CurlDriver.finish), so libcurl never does.
+        courier_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+        courier_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        courier_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0)
+        if options.acceptsCompressedResponses {
+            // "" asks for every encoding this libcurl can decode: gzip, deflate, br, zstd.
+            courier_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
+        }
+        courier_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, options.httpVersion.curlValue)
+
+        // Timeouts are libcurl's own: no timer per chunk on our side.
+        // Any `Duration` is accepted: each is clamped to what libcurl takes (see `curlMilliseconds`).
+        courier_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, options.connectTimeout.curlMilliseconds)
+        courier_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
+        courier_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, options.idleTimeout.curlSeconds)
+        if let total = options.totalTimeout {
+            courier_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, total.curlMilliseconds)
+        }
+        courier_easy_setopt_long(easy, CURLOPT_MAXAGE_CONN, options.connectionIdleTimeout.curlSeconds)
+
+        if options.handlesCookies, let cookies = driver.cookies { cookies.attach(easy) }
+        courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, options.verifiesTLS ? 1 : 0)
+        courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, options.verifiesTLS ? 2 : 0)
+        if let caBundlePath = options.caBundlePath {
+            courier_easy_setopt_string(easy, CURLOPT_CAINFO, caBundlePath)
+        }
+        if let proxy = options.proxy {
+            courier_easy_setopt_string(easy, CURLOPT_PROXY, proxy)
+        } else if options.bypassesProxies {
+            courier_easy_setopt_string(easy, CURLOPT_NOPROXY, "*")
+        }
+    }
+
+    private func configureMethodAndBody(
+        _ easy: UnsafeMutableRawPointer, _ request: TransferRequest
+    ) throws(CourierError) {
+        let method = request.head.method
+        let sendsBody = method != .get && method != .head
+        // POST, PUT and PATCH always send a body: `Content-Length: 0` rather than none.
+        let body =
+            request.body ?? (method == .post || method == .put || method == .patch ? RequestBody(.data(Data())) : nil)
+        switch method {
+        case .get:
+            courier_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
+        case .head:
+            courier_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
+        case .post:
+            courier_easy_setopt_long(easy, CURLOPT_POST, 1)
+        default:
+            // The name is sent as is; `POST`'s body machinery sends the body, if any.
+            courier_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method.rawValue)
+            if body != nil { courier_easy_setopt_long(easy, CURLOPT_POST, 1) }
+        }
+        if request.usesLargeBuffers {
+            courier_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 256 << 10)
+            courier_easy_setopt_long(easy, CURLOPT_UPLOAD_BUFFERSIZE, 256 << 10)
+        }
+        guard sendsBody, let body else { return }
+        if let data = body.smallData {
+            courier_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(data.count))
+            // COPYPOSTFIELDS copies `POSTFIELDSIZE` bytes; an empty body still needs a pointer.
+            let code =
+                data.isEmpty
+                ? courier_easy_setopt_string(easy, CURLOPT_COPYPOSTFIELDS, "")
+                : data.withUnsafeBytes {
+                    courier_easy_setopt_pointer(
+                        easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: $0.baseAddress!))
+                }
+            try check(code, easy)
+            return
+        }
+        // Larger bodies are read on demand; without a length libcurl sends them chunked.
+        let reader = body.makeReader()
+        reader.onReadable = { [weak self] in
+            guard let self else { return }
+            _ = self.driver.submit(.resumeSending(self))
+        }
+        bodyReader = reader
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        courier_easy_setopt_read_function(easy, transferReadCallback)
+        courier_easy_setopt_read_data(easy, me)
+        courier_easy_setopt_seek_function(easy, transferSeekCallback)
+        courier_easy_setopt_pointer(easy, CURLOPT_SEEKDATA, me)
+        courier_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.length ?? -1))
+    }
+
+    private func check(_ code: CURLcode, _ easy: UnsafeMutableRawPointer) throws(CourierError) {
+        guard code != CURLE_OK else { return }
+        throw CourierError.fromCurl(
+            code, detail: String(cString: errorBuffer), context: .init(url: current.url, message: ""))
+    }
+}
+
+extension HTTPVersionPreference {
+    package var curlValue: Int {
+        switch self {
+        case .http1_1: CURL_HTTP_VERSION_1_1
+        case .http2OverTLS: CURL_HTTP_VERSION_2TLS
+        case .http2: CURL_HTTP_VERSION_2_0
+        case .http2PriorKnowledge: CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE
+        }
+    }
+}
+
+extension Duration {
+    /// The longest timeout handed to libcurl: `Int32.max` milliseconds, about 24.8 days. Longer
+    /// ones (`.seconds(Int64.max)` means "never") are clamped to it; libcurl's own timer
+    /// arithmetic, and the driver's in nanoseconds, stay far from overflowing.
+    package static let longestCurlTimeout = Duration.milliseconds(Int32.max)
+
+    /// Whole milliseconds, saturating at `Int.min` and `Int.max` instead of trapping.
+    package var milliseconds: Int {
+        let (seconds, attoseconds) = components
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        guard !overflow else { return seconds < 0 ? .min : .max }
+        let (sum, overflowAgain) = whole.addingReportingOverflow(attoseconds / 1_000_000_000_000_000)
+        guard !overflowAgain else { return seconds < 0 ? .min : .max }
+        return Int(sum)
+    }
+
+    /// Milliseconds for a libcurl timeout option: at least 1 (zero or negative means "at
+    /// once"; libcurl would read 0 as its own default) and at most `longestCurlTimeout`.
+    package var curlMilliseconds: Int {
+        min(max(milliseconds, 1), Int(Int32.max))
+    }
+
+    /// Whole seconds, rounded up, for libcurl's options in seconds: at least 1, at most
+    /// `longestCurlTimeout`.
+    package var curlSeconds: Int {
+        let limit = Int(Int32.max) / 1000
+        let (seconds, attoseconds) = components
+        guard seconds < limit else { return limit }
+        return min(max(Int(seconds) + (attoseconds > 0 ? 1 : 0), 1), limit)
+    }
+
+    package init(microseconds: Int64) {
+        self = .microseconds(microseconds)
+    }
+}

@@ -1,0 +1,343 @@
+import CCurlShim
+import CourierCore
+import CourierStorage
+import CourierTransport
+import Foundation
+import HTTPTypes
+
+/// One transfer: its lifecycle (shared by the caller's side and the driver thread) and the
+/// state libcurl's callbacks fill in (driver thread only).
+///
+/// `@unchecked Sendable` because it is shared between threads by design: `lifecycle` (a
+/// `Locked`) guards the state machine, the result and the waiters; every other `var` is touched
+/// only on the driver thread, between `CurlDriver.add` and `CurlDriver.detach`, and read by
+/// nobody else until the result is published through `lifecycle`.
+package final class Transfer: @unchecked Sendable {
+    private struct Lifecycle {
+        package var machine = TransferStateMachine()
+        package var result: Result<TransferOutput, any Error>?
+        package var waiters: [UnsafeContinuation<TransferOutput, any Error>] = []
+    }
+
+    package let driver: CurlDriver
+    /// The URL the transfer was made for (its first hop).
+    package let requestURL: String
+    /// Progress reporters, when somebody can watch them (task objects); nil for plain calls.
+    package let reporters: TransferReporters?
+    private let lifecycle = Locked(Lifecycle())
+
+    // MARK: Driver-thread state
+
+    /// The easy handle while the transfer is on the multi handle.
+    package var easy: UnsafeMutableRawPointer?
+    /// Where the driver's list of active transfers holds this one; -1 when it does not.
+    package var activeIndex = -1
+    /// The handle last ran a plain transfer with the same options: only per-request options
+    /// need setting (see `EasyHandlePool`).
+    package var handleIsClean = false
+    /// The request of the current hop (redirects change URL, method, body and some headers).
+    package var current: TransferRequest {
+        didSet { hop = HopSettings(current) }
+    }
+    /// What the callbacks need of `current`, copied out so the hot path touches no strings.
+    package private(set) var hop: HopSettings
+    /// `CURLOPT_URL` and `CURLOPT_HTTPHEADER` of the current hop, built on the caller's thread
+    /// for the first hop (curl_slist_append needs no handle) and on the driver for redirects.
+    package var prepared: PreparedHop
+    /// libcurl's parse of `prepared.url` (`CURLOPT_CURLU`), held while the easy handle may read
+    /// it: from `configure` until the driver detaches the transfer.
+    package var parsedURL: ParsedURL?
+    package var redirectCount = 0
+    package var head = ResponseHeadParser()
+    /// The current hop is a redirect whose body is thrown away.
+    package var discardingBody = false
+    /// Bytes of the redirect's body thrown away so far (see `redirectBodyLimit`).
+    package var discardedBytes = 0
+    /// The redirect's body was too long to read: the hop was ended early, on purpose, and its
+    /// `CURLE_WRITE_ERROR` means "follow the redirect", not a failure.
+    package var cutRedirectBody = false
+    /// Where the body of the final response goes.
+    package let sink: ResponseSink
+    package var sinkEnded = false
+    /// The sink has bytes held back for the driver's next flush.
+    package var flushScheduled = false
+    /// Reads the request body of the current hop, when it is not sent from memory.
+    package var bodyReader: BodyReader?
+    /// Why the transfer is paused, and what libcurl was last told.
+    package var pause = PauseState()
+    package var appliedPauseMask: Int32 = 0
+    /// This transfer's own bandwidth limit. libcurl's `CURLOPT_MAX_RECV_SPEED_LARGE` checks
+    /// the rate only between reads of up to a hundred buffers, far too coarse on a fast link,
+    /// so the callbacks enforce it with a token bucket, as they do the session's limit.
+    package var bandwidth: BandwidthBucket?
+    package var receivedBytes: Int64 = 0
+    package var sentBytes: Int64 = 0
+    package var expectedBytes: Int64?
+    /// A failure found in a callback (e.g. the body grew past the limit), reported at the end.
+    package var callbackFailure: CourierError?
+    /// Time spent on redirect hops before the current one.
+    package var earlierHopsDuration: Duration = .zero
+    package let errorBuffer: UnsafeMutablePointer<CChar>
+
+    package init(
+        request: TransferRequest, driver: CurlDriver, reporters: TransferReporters? = nil,
+        sharedHeaders: HeaderList? = nil, sink: ResponseSink? = nil, maximumBytesPerSecond: Int64? = nil
+    ) {
+        self.sink = sink ?? MemorySink(limit: request.options.maximumResponseSize)
+        self.bandwidth = maximumBytesPerSecond.map(BandwidthBucket.init(bytesPerSecond:))
+        self.current = request
+        self.requestURL = request.urlString
+        self.hop = HopSettings(request)
+        self.prepared = PreparedHop(request, sharedHeaders: sharedHeaders)
+        self.driver = driver
+        self.reporters = reporters
+        self.errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
+        self.errorBuffer[0] = 0
+    }
+
+    deinit {
+        errorBuffer.deallocate()
+    }
+
+    // MARK: Caller side
+
+    /// Hands the transfer to the driver unless it was cancelled or suspended first.
+    package func start() {
+        let action = lifecycle.withLock { $0.machine.start() }
+        if action == .enqueue { enqueue() }
+    }
+
+    private func enqueue() {
+        if !driver.submit(.add(self)) {
+            cancel()  // the session is shutting down
+        }
+    }
+
+    /// Cancels; waiters get `CancellationError` now. Idempotent, callable from any thread.
+    package func cancel() {
+        let (action, waiters) = lifecycle.withLock {
+            state -> (TransferStateMachine.CancelAction, [UnsafeContinuation<TransferOutput, any Error>]) in
+            let action = state.machine.cancel()
+            guard action != .none else { return (action, []) }
+            state.result = .failure(CancellationError())
+            defer { state.waiters = [] }
+            return (action, state.waiters)
+        }
+        guard action != .none else { return }
+        for waiter in waiters { waiter.resume(throwing: CancellationError()) }
+        reporters?.finish(succeeded: false)
+        if action == .finishAndRemove { _ = driver.submit(.remove(self)) }
+    }
+
+    /// Pauses a running transfer in both directions, or holds one that has not started.
+    package func suspend() {
+        let action = lifecycle.withLock { $0.machine.suspend() }
+        if action == .pause { _ = driver.submit(.suspend(self)) }
+    }
+
+    /// Undoes `suspend()`; starts the transfer if it was never started.
+    package func resume() {
+        let action = lifecycle.withLock { $0.machine.resume() }
+        switch action {
+        case .enqueue: enqueue()
+        case .unpause: _ = driver.submit(.unsuspend(self))
+        case .none: break
+        }
+    }
+
+    /// Sets this transfer's bandwidth limit, in bytes per second (nil: none).
+    package func setMaximumBytesPerSecond(_ rate: Int64?) {
+        _ = driver.submit(.setRate(self, rate))
+    }
+
+    package var isFinished: Bool { lifecycle.withLock { $0.machine.isFinished } }
+
+    /// Waits for the result. When `cancelsWithCaller`, cancelling the awaiting Swift task cancels
+    /// the transfer.
+    package func value(cancelsWithCaller: Bool = true) async throws -> TransferOutput {
+        if cancelsWithCaller {
+            return try await withTaskCancellationHandler {
+                try await waitForResult()
+            } onCancel: {
+                self.cancel()
+            }
+        }
+        return try await waitForResult()
+    }
+
+    /// The state machine resumes each waiter exactly once, which is what an unsafe
+    /// continuation requires.
+    private func waitForResult() async throws -> TransferOutput {
+        try await withUnsafeThrowingContinuation { continuation in
+            let ready = lifecycle.withLock { state -> Result<TransferOutput, any Error>? in
+                if let result = state.result { return result }
+                state.waiters.append(continuation)
+                return nil
+            }
+            if let ready { continuation.resume(with: ready) }
+        }
+    }
+
+    // MARK: Driver side
+
+    package func driverWillAdd() -> TransferStateMachine.AddAction {
+        lifecycle.withLock { $0.machine.driverWillAdd() }
+    }
+
+    /// Publishes the result, unless the caller cancelled first. Driver thread.
+    package func complete(with result: Result<TransferOutput, any Error>) {
+        let waiters = lifecycle.withLock { state -> [UnsafeContinuation<TransferOutput, any Error>]? in
+            guard state.machine.complete() == .deliver else { return nil }
+            state.result = result
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        guard let waiters else { return }
+        if let reporters {
+            if case .success = result { reporters.finish(succeeded: true) } else { reporters.finish(succeeded: false) }
+        }
+        driver.deliver(result, to: waiters)
+    }
+
+    /// Resets the per-hop state before (re)adding the easy handle.
+    package func beginHop() {
+        head.reset()
+        discardingBody = false
+        discardedBytes = 0
+        cutRedirectBody = false
+        receivedBytes = 0
+        sentBytes = 0
+        expectedBytes = nil
+        callbackFailure = nil
+        errorBuffer[0] = 0
+        pause.receiveBackpressure = false
+        pause.receiveThrottled = false
+        pause.sendWaiting = false
+        pause.sendThrottled = false
+        appliedPauseMask = pause.mask  // a new hop starts paused only if suspended
+        bodyReader?.close()
+        bodyReader = nil
+    }
+
+    /// Ends the sink once. Driver thread.
+    package func endSink(_ outcome: SinkOutcome) -> Data {
+        guard !sinkEnded else { return Data() }
+        sinkEnded = true
+        bodyReader?.close()
+        return sink.end(outcome)
+    }
+}
+
+/// The few facts about the current hop that libcurl's callbacks read for every chunk.
+package struct HopSettings {
+    package var followRedirects: Bool
+    package var isPlain: Bool
+    /// A HEAD request: responses carry no body, whatever their `Content-Length` says.
+    package var isHead: Bool
+    package var uploadLength: Int64?
+    /// HTTP/2 is possible: https (negotiated with ALPN), or HTTP/2 asked for over http.
+    package var mayMultiplex: Bool
+
+    package init(_ request: TransferRequest) {
+        followRedirects = request.options.followRedirects
+        isPlain = request.isPlain
+        isHead = request.head.method == .head
+        uploadLength = request.body?.length
+        switch request.options.httpVersion {
+        case .http1_1: mayMultiplex = false
+        case .http2OverTLS: mayMultiplex = request.urlString.hasPrefix("https:")
+        case .http2, .http2PriorKnowledge: mayMultiplex = true
+        }
+    }
+}
+
+/// Why a transfer is paused. libcurl pauses a direction itself when a callback answers
+/// "pause"; the driver unpauses it (`curl_easy_pause`) once no reason is left.
+package struct PauseState {
+    /// `suspend()`: both directions.
+    package var suspended = false
+    /// A byte stream's consumer is behind.
+    package var receiveBackpressure = false
+    /// Over the session's bandwidth limit.
+    package var receiveThrottled = false
+    /// The request body stream has nothing to send yet.
+    package var sendWaiting = false
+    package var sendThrottled = false
+
+    package var mask: Int32 {
+        var mask: Int32 = 0
+        if suspended || receiveBackpressure || receiveThrottled { mask |= Int32(CURLPAUSE_RECV) }
+        if suspended || sendWaiting || sendThrottled { mask |= Int32(CURLPAUSE_SEND) }
+        return mask
+    }
+}
+
+/// A URL as libcurl parsed it (`curl_url_set`), for `CURLOPT_CURLU`. Driver thread only: made,
+/// shared and released there (`CurlDriver.parsedURL(for:)`).
+///
+/// Given only `CURLOPT_URL`, libcurl parses the URL again for every transfer and prints its
+/// normalised form back with its own `printf` (in libcurl 7.88, about 12,000 of the 91,000
+/// instructions a small GET costs it, measured with callgrind). Given this parse as well,
+/// it copies the parse instead; `CURLOPT_URL` is still set, as the text libcurl reports.
+package final class ParsedURL {
+    package let handle: OpaquePointer
+
+    package init?(_ url: String) {
+        guard let handle = courier_url_parse(url) else { return nil }
+        self.handle = handle
+    }
+
+    deinit {
+        curl_url_cleanup(handle)
+    }
+}
+
+/// The URL string and header list of one hop, ready for `curl_easy_setopt`.
+package struct PreparedHop: Sendable {
+    package let url: String
+    package let headers: HeaderList
+
+    package init(_ request: TransferRequest, sharedHeaders: HeaderList? = nil) {
+        url = request.urlString
+        headers =
+            sharedHeaders
+            ?? HeaderList(
+                request.head.headerFields, hasBody: request.body != nil,
+                acceptsCompressedResponses: request.options.acceptsCompressedResponses)
+    }
+}
+
+/// A libcurl header list (`curl_slist`) for `CURLOPT_HTTPHEADER`.
+///
+/// `@unchecked Sendable`: immutable after `init`, and libcurl only reads it, so transfers on
+/// any thread may share one (the session's default headers are built once). It is freed when
+/// the last reference goes; an idle easy handle may still point at it, but libcurl reads
+/// `CURLOPT_HTTPHEADER` only while a transfer runs, and every transfer sets its own list first.
+package final class HeaderList: @unchecked Sendable {
+    package let list: UnsafeMutablePointer<curl_slist>?
+
+    /// The list for `fields`. With `acceptsCompressedResponses` (and `CURLOPT_ACCEPT_ENCODING`
+    /// set, as `configure` does), an `Accept-Encoding` line names every encoding libcurl decodes,
+    /// unless `fields` has one: the line libcurl would otherwise format anew for every request.
+    package init(_ fields: HTTPFields, hasBody: Bool, acceptsCompressedResponses: Bool) {
+        var list: UnsafeMutablePointer<curl_slist>?
+        for field in fields {
+            if field.name == .contentLength || field.name == .transferEncoding { continue }
+            // "Name:" would make libcurl drop the header; "Name;" sends it empty.
+            let line = field.value.isEmpty ? "\(field.name.rawName);" : "\(field.name.rawName): \(field.value)"
+            list = curl_slist_append(list, line)
+        }
+        if acceptsCompressedResponses, fields[.acceptEncoding] == nil, !CurlRuntime.contentEncodings.isEmpty {
+            list = curl_slist_append(list, "Accept-Encoding: \(CurlRuntime.contentEncodings)")
+        }
+        if hasBody, fields[.expect] == nil {
+            // No `Expect: 100-continue` round trip unless the caller asks for one.
+            list = curl_slist_append(list, "Expect:")
+        }
+        self.list = list
+    }
+
+    deinit {
+        if let list { curl_slist_free_all(list) }
+    }
+}

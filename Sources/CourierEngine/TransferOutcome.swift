@@ -1,0 +1,141 @@
+import CCurlShim
+import CourierCore
+import CourierStorage
+import CourierTransport
+import Foundation
+import HTTPTypes
+
+/// What to do with a transfer libcurl reports done: follow a redirect, or finish.
+package enum TransferOutcome {
+    case redirect(TransferRequest)
+    case done(Result<TransferOutput, any Error>)
+
+    /// Reads the result of the current hop from the easy handle. Driver thread.
+    package static func evaluate(_ transfer: Transfer, easy: UnsafeMutableRawPointer, code: CURLcode) -> TransferOutcome {
+        // A redirect whose body was cut short on purpose ends with CURLE_WRITE_ERROR: followed.
+        let redirectCut = code == CURLE_WRITE_ERROR && transfer.cutRedirectBody && transfer.discardingBody
+        if code != CURLE_OK, !redirectCut {
+            let request = transfer.current
+            let body = transfer.endSink(.failed)
+            if let failure = transfer.callbackFailure {
+                return .done(.failure(failure.withContext { if $0.url == nil { $0.url = request.url } }))
+            }
+            let context = CourierError.Context(
+                url: request.url, response: transfer.head.isComplete ? transfer.head.response : nil,
+                body: body.isEmpty ? nil : body, message: "")
+            let detail = String(cString: transfer.errorBuffer)
+            let stage: CourierError.ResponseStage =
+                transfer.head.isComplete || !requestWasSent(easy)
+                ? .other : .readingHead(sawContentLength: transfer.head.contentLength != nil)
+            return .done(.failure(CourierError.fromCurl(code, detail: detail, context: context, stage: stage)))
+        }
+        guard transfer.head.isComplete, transfer.head.statusCode != 0 else {
+            _ = transfer.endSink(.failed)
+            return .done(
+                .failure(
+                    CourierError.invalidResponse(
+                        .init(
+                            url: transfer.current.url,
+                            message: "The server closed the connection without a response head"))))
+        }
+        if transfer.head.transferEncodingOverrodeLength { retireConnection(easy) }
+        if transfer.discardingBody, let response = transfer.head.response {
+            let request = transfer.current
+            do {
+                let location = redirectLocation(easy, response: response, base: request.url)
+                return .redirect(
+                    try RedirectPolicy.nextRequest(
+                        after: request, response: response, location: location, redirectCount: transfer.redirectCount))
+            } catch {
+                _ = transfer.endSink(.failed)
+                return .done(.failure(error))
+            }
+        }
+        var metrics = metrics(easy)
+        metrics.redirectCount = transfer.redirectCount
+        metrics.totalDuration += transfer.earlierHopsDuration
+        return .done(
+            .success(
+                TransferOutput(
+                    request: transfer.current.head, head: transfer.head, body: transfer.endSink(.completed),
+                    metrics: metrics))
+        )
+    }
+
+    /// libcurl's resolution of `Location` against the current URL (CURLINFO_REDIRECT_URL), or
+    /// Foundation's when libcurl has none (it refuses some schemes).
+    private static func redirectLocation(_ easy: UnsafeMutableRawPointer, response: HTTPResponse, base: URL?) -> String
+    {
+        var pointer: UnsafePointer<CChar>?
+        if courier_easy_getinfo_string(easy, CURLINFO_REDIRECT_URL, &pointer) == CURLE_OK, let pointer {
+            return String(cString: pointer)
+        }
+        let location = response.headerFields[.location] ?? ""
+        return URL(string: location, relativeTo: base)?.absoluteString ?? location
+    }
+
+    /// Whether the request went out (CURLINFO_REQUEST_SIZE): a failure from then on until the
+    /// response head is complete is about what the server sent.
+    private static func requestWasSent(_ easy: UnsafeMutableRawPointer) -> Bool {
+        var size = 0
+        courier_easy_getinfo_long(easy, CURLINFO_REQUEST_SIZE, &size)
+        return size > 0
+    }
+
+    /// Keeps the connection the transfer used from carrying another request, after a response
+    /// whose framing a sender may have meant to be read two ways. libcurl 7.88 keeps such a
+    /// connection for reuse and has no call to drop one; shutting the socket down makes it look
+    /// closed by the server, which libcurl checks before reusing a connection.
+    private static func retireConnection(_ easy: UnsafeMutableRawPointer) {
+        var socket = CURL_SOCKET_BAD
+        if courier_easy_getinfo_socket(easy, CURLINFO_ACTIVESOCKET, &socket) == CURLE_OK, socket != CURL_SOCKET_BAD {
+            courier_socket_retire(socket)
+        }
+    }
+
+    package static func totalTime(_ easy: UnsafeMutableRawPointer) -> Duration {
+        var value: curl_off_t = 0
+        courier_easy_getinfo_off_t(easy, CURLINFO_TOTAL_TIME_T, &value)
+        return .microseconds(value)
+    }
+
+    package static func metrics(_ easy: UnsafeMutableRawPointer) -> TransferMetrics {
+        func time(_ info: CURLINFO) -> Duration {
+            var value: curl_off_t = 0
+            courier_easy_getinfo_off_t(easy, info, &value)
+            return .microseconds(value)
+        }
+        func size(_ info: CURLINFO) -> Int64 {
+            var value: curl_off_t = 0
+            courier_easy_getinfo_off_t(easy, info, &value)
+            return Int64(value)
+        }
+        func long(_ info: CURLINFO) -> Int {
+            var value = 0
+            courier_easy_getinfo_long(easy, info, &value)
+            return value
+        }
+        var metrics = TransferMetrics()
+        metrics.nameLookup = time(CURLINFO_NAMELOOKUP_TIME_T)
+        metrics.connect = time(CURLINFO_CONNECT_TIME_T)
+        metrics.tlsHandshake = time(CURLINFO_APPCONNECT_TIME_T)
+        metrics.firstByte = time(CURLINFO_STARTTRANSFER_TIME_T)
+        metrics.totalDuration = time(CURLINFO_TOTAL_TIME_T)
+        metrics.bytesReceived = size(CURLINFO_SIZE_DOWNLOAD_T)
+        metrics.bytesSent = size(CURLINFO_SIZE_UPLOAD_T)
+        metrics.reusedConnection = long(CURLINFO_NUM_CONNECTS) == 0
+        switch long(CURLINFO_HTTP_VERSION) {
+        case CURL_HTTP_VERSION_1_0: metrics.httpVersion = "1.0"
+        case CURL_HTTP_VERSION_1_1: metrics.httpVersion = "1.1"
+        case CURL_HTTP_VERSION_2_0: metrics.httpVersion = "2"
+        case CURL_HTTP_VERSION_3: metrics.httpVersion = "3"
+        default: metrics.httpVersion = ""
+        }
+        var ip: UnsafePointer<CChar>?
+        if courier_easy_getinfo_string(easy, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK, let ip {
+            metrics.remoteIP = String(cString: ip)
+            metrics.remotePort = long(CURLINFO_PRIMARY_PORT)
+        }
+        return metrics
+    }
+}

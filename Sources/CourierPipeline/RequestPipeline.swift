@@ -1,0 +1,309 @@
+import CourierCore
+import CourierSerialization
+import CourierStorage
+import CourierTransport
+import Foundation
+import HTTPTypes
+
+/// Everything a call says about its request.
+package struct RequestCall: Sendable {
+    package var method: HTTPRequest.Method
+    package var path: String
+    package var parameters: JSON?
+    package var headers: [String: String]
+    /// A body given as is: the request serializer is skipped.
+    package var body: RequestBody?
+    /// The `Content-Type` of `body`, unless the call's headers set one.
+    package var contentType: String?
+    /// Downloads, streams and large uploads: larger libcurl buffers.
+    package var usesLargeBuffers = false
+    package var maximumBytesPerSecond: Int64?
+    /// The call's own cookie, cache, credential and interceptor choices.
+    package var options: RequestOptions
+
+    package init(
+        method: HTTPRequest.Method, path: String, parameters: JSON? = nil, headers: [String: String] = [:],
+        body: RequestBody? = nil, contentType: String? = nil, options: RequestOptions = RequestOptions()
+    ) {
+        self.method = method
+        self.path = path
+        self.parameters = parameters
+        self.headers = headers
+        self.body = body
+        self.contentType = contentType
+        self.options = options
+    }
+}
+
+/// A call turned into a request head and body by the manager's serializer, not yet adapted.
+package struct PreparedRequest: Sendable {
+    package var call: RequestCall
+    package var head: HTTPRequest
+    package var body: RequestBody?
+    /// The session's own header fields, and the transport's shared form of them: a request
+    /// that sends exactly those (the common case) reuses it.
+    package var sessionFields: HTTPFields
+    package var sharedHeaders: (any Sendable)?
+
+    package init(
+        call: RequestCall, head: HTTPRequest, body: RequestBody?, sessionFields: HTTPFields,
+        sharedHeaders: (any Sendable)?
+    ) {
+        self.call = call
+        self.head = head
+        self.body = body
+        self.sessionFields = sessionFields
+        self.sharedHeaders = sharedHeaders
+    }
+}
+
+/// The layer between a session's calls and its transport. For one request, each attempt:
+///
+/// 1. adapt: the session's interceptors, the request's, then the manager's `adapt(_:)`;
+/// 2. the HTTP cache: answer from it, or add validators to the request;
+/// 3. credentials for the origin and the proxy; the transfer on the transport (which follows
+///    redirects); one more transfer after a 401 or 407 that a credential answers;
+/// 4. the cache again (store, refresh on 304, or fall back on a failure), the manager's
+///    `process(_:)`, and the caller's serialization.
+///
+/// A failed attempt asks the interceptors whether to try again. Monitors hear about each step.
+package final class RequestPipeline: Sendable {
+    package let transport: any Transport
+    package let cache: HTTPCache?
+    package let cachePolicy: CachePolicy
+    package let credentials: CredentialStore
+    package let proxies: ProxySettings
+    package let transferOptions: TransferOptions
+    package let interceptors: [any RequestInterceptor]
+    package let monitors: EventMonitorGroup?
+
+    package init(
+        transport: any Transport, cache: HTTPCache?, cachePolicy: CachePolicy, credentials: CredentialStore,
+        proxies: ProxySettings, transferOptions: TransferOptions, interceptors: [any RequestInterceptor],
+        monitors: [any EventMonitor]
+    ) {
+        self.transport = transport
+        self.cache = cache
+        self.cachePolicy = cachePolicy
+        self.credentials = credentials
+        self.proxies = proxies
+        self.transferOptions = transferOptions
+        self.interceptors = interceptors
+        self.monitors = EventMonitorGroup(monitors)
+    }
+
+    /// Runs `prepared` to a response and the value `serialize` makes of it, retrying as the
+    /// interceptors decide.
+    ///
+    /// `sink` receives the body instead of memory (downloads, byte streams); `register` is
+    /// given each transfer before it starts (task objects control it). A request with a sink,
+    /// or with a body that cannot be sent again, is not retried.
+    package func perform<Value>(
+        _ prepared: PreparedRequest, hooks: some SessionHooks, reporters: TransferReporters? = nil,
+        sink: (any ResponseSink)? = nil, register: (@Sendable (any TransportTransfer) -> Void)? = nil,
+        serialize: (RawResponse) throws -> Value
+    ) async throws -> (raw: RawResponse, value: Value) {
+        let requestID = monitors?.newRequestID() ?? 0
+        monitors?.emit(requestID, .created(prepared.head))
+        let chain = prepared.call.options.interceptors
+        let interceptorsApply = !interceptors.isEmpty || !chain.isEmpty
+        let retryable = sink == nil && (prepared.body?.isReplayable ?? true) && interceptorsApply
+        var attempt = 1
+        var lastRequest = prepared.head
+        while true {
+            let context = RequestContext(requestID: requestID, attempt: attempt)
+            do {
+                let adapted = try await adapt(prepared, hooks: hooks, context: context, chain: chain)
+                lastRequest = adapted
+                monitors?.emit(requestID, .adapted(adapted, attempt: attempt))
+                let raw = try await attemptOnce(
+                    prepared, adapted: adapted, hooks: hooks, requestID: requestID, attempt: attempt,
+                    reporters: reporters, sink: sink, register: register)
+                let value = try serialize(raw)
+                monitors?.emit(requestID, .finished(raw.request, raw.response, metrics: raw.metrics, source: raw.source))
+                return (raw, value)
+            } catch {
+                let decision: RetryDecision =
+                    retryable && !(error is CancellationError) && !Task.isCancelled
+                    ? await retryDecision(lastRequest, error: error, context: context, chain: chain) : .doNotRetry
+                if let monitors, retryable {
+                    monitors.emit(
+                        requestID,
+                        .retryDecided(attempt: attempt, error: error, decision: decision))
+                }
+                switch decision {
+                case .doNotRetry:
+                    if let monitors, !(error is CancellationError) {
+                        monitors.emit(requestID, .failed(lastRequest, error, attempts: attempt))
+                    }
+                    throw error
+                case .retry:
+                    break
+                case .retryAfter(let delay):
+                    try await Task.sleep(for: delay)
+                }
+                attempt += 1
+            }
+        }
+    }
+
+    /// The request of one attempt: the session's interceptors, the call's, then the hooks.
+    private func adapt(
+        _ prepared: PreparedRequest, hooks: some SessionHooks, context: RequestContext,
+        chain: [any RequestInterceptor]
+    ) async throws -> HTTPRequest {
+        var request = prepared.head
+        for interceptor in interceptors { request = try await interceptor.adapt(request, context: context) }
+        for interceptor in chain { request = try await interceptor.adapt(request, context: context) }
+        if hooks.runsHooks { request = try await hooks.adapt(request) }
+        return request
+    }
+
+    /// The call's interceptors first, then the session's: the first that retries decides.
+    private func retryDecision(
+        _ request: HTTPRequest, error: any Error, context: RequestContext, chain: [any RequestInterceptor]
+    ) async -> RetryDecision {
+        for interceptor in chain + interceptors {
+            let decision = await interceptor.retry(request, dueTo: error, context: context)
+            if decision != .doNotRetry { return decision }
+        }
+        return .doNotRetry
+    }
+
+    /// One attempt: the cache, the transfer (and one more after an authentication challenge),
+    /// the cache again, `process(_:)`.
+    private func attemptOnce(
+        _ prepared: PreparedRequest, adapted: HTTPRequest, hooks: some SessionHooks, requestID: UInt64,
+        attempt: Int, reporters: TransferReporters?, sink: (any ResponseSink)?,
+        register: (@Sendable (any TransportTransfer) -> Void)?
+    ) async throws -> RawResponse {
+        let call = prepared.call
+        let body = prepared.body
+        let urlString = try RequestBuilding.urlString(of: adapted)
+        var cacheLookup = CacheLookup(
+            cache: cache, policy: call.options.cachePolicy ?? cachePolicy, lifetime: call.options.cacheLifetime,
+            request: adapted, urlString: urlString, body: body, sink: sink)
+        if let answer = try cacheLookup.answerWithoutLoading() {
+            monitors?.emit(requestID, .attemptStarted(adapted, attempt: attempt))
+            return try await finish(answer, hooks: hooks)
+        }
+        var authentication = storedCredentials(for: urlString)
+        if let credential = call.options.credential, let scoped = ScopedCredential(credential, for: adapted.url) {
+            authentication.server = [scoped]
+        }
+        let conditionalHead = cacheLookup.conditionalRequest
+        let observer = monitors.map { MonitoringObserver(group: $0, requestID: requestID) }
+        let send = { (authentication: CredentialPair, conditional: Bool) async throws -> RawResponse in
+            var request = TransferRequest(
+                head: conditional ? conditionalHead : adapted, urlString: urlString, body: body,
+                options: self.options(for: call))
+            request.usesLargeBuffers = call.usesLargeBuffers
+            request.credentials = authentication.server
+            request.proxyCredential = authentication.proxy
+            request.observer = observer
+            // Most requests send exactly the session's headers: share the transport's form.
+            let sharesHeaders = body == nil && !conditional && adapted.headerFields == prepared.sessionFields
+            let transfer = self.transport.makeTransfer(
+                request, reporters: reporters, sharedHeaders: sharesHeaders ? prepared.sharedHeaders : nil, sink: sink,
+                maximumBytesPerSecond: call.maximumBytesPerSecond)
+            register?(transfer)
+            self.monitors?.emit(requestID, .attemptStarted(request.head, attempt: attempt))
+            transfer.start()
+            return RawResponse(try await transfer.value())
+        }
+        // The clock is read only when the cache will use the time (RFC 9111 age calculation).
+        let requestTime = cacheLookup.usesCache ? Date() : .distantPast
+        var raw: RawResponse
+        do {
+            raw = try await send(authentication, cacheLookup.revalidates)
+            if let retry = try await challengeRetry(after: raw, used: authentication, body: body, hooks: hooks) {
+                raw = try await send(retry, cacheLookup.revalidates)
+            }
+        } catch let error as CourierError {
+            guard let fallback = cacheLookup.fallback(after: error) else { throw error }
+            return try await finish(fallback, hooks: hooks)
+        }
+        raw = cacheLookup.absorb(raw, requestTime: requestTime)
+        return try await finish(raw, hooks: hooks)
+    }
+
+    private func finish(_ raw: RawResponse, hooks: some SessionHooks) async throws -> RawResponse {
+        hooks.runsHooks ? try await hooks.process(raw) : raw
+    }
+
+    /// The transfer options of one call: the session's, with the call's cookie choice.
+    package func options(for call: RequestCall) -> TransferOptions {
+        guard let handlesCookies = call.options.handlesCookies, handlesCookies != transferOptions.handlesCookies else {
+            return transferOptions
+        }
+        var options = transferOptions
+        options.handlesCookies = handlesCookies
+        return options
+    }
+
+    /// The credentials of a request: for the server (each for one origin: the request's own,
+    /// and any a redirect led to that asked for one), and for the proxy it goes through.
+    package struct CredentialPair: Sendable {
+        package var server: [ScopedCredential] = []
+        package var proxy: Credential?
+    }
+
+    /// What the credential store has for a request to `urlString` and for its proxy. An empty
+    /// store (the common case) costs no URL parsing.
+    private func storedCredentials(for urlString: String) -> CredentialPair {
+        guard !credentials.isEmpty, let url = URL(string: urlString) else { return CredentialPair() }
+        let server = ProtectionSpace(url: url).flatMap { space in
+            credentials.credential(for: space).map { ScopedCredential($0, for: space) }
+        }
+        return CredentialPair(
+            server: server.map { [$0] } ?? [],
+            proxy: proxies.protectionSpace(for: url).flatMap { credentials.credential(for: $0) })
+    }
+
+    /// After a 401 (or a 407 from the proxy) that no credential answered: takes the session's
+    /// credential for that protection space or asks the hooks' `credential(for:)` once, keeps
+    /// the answer when it is for the session, and returns the credentials for one more try. A
+    /// request whose body cannot be sent again is not retried.
+    ///
+    /// The 401 may come from another origin than the request's, after a redirect: the new
+    /// credential is then scoped to that origin, and the retry, which starts again at the
+    /// request's own URL, sends it there only.
+    private func challengeRetry(
+        after raw: RawResponse, used: CredentialPair, body: RequestBody?, hooks: some SessionHooks
+    ) async throws -> CredentialPair? {
+        let status = raw.status.code
+        guard body?.isReplayable ?? true else { return nil }
+        let (schemes, realm): ([String], String?)
+        var space: ProtectionSpace
+        switch status {
+        case 401 where used.server.credential(for: raw.url) == nil:
+            (schemes, realm) = AuthenticateHeader.parse(raw.response.headerFields[values: .wwwAuthenticate])
+            guard let server = ProtectionSpace(url: raw.url) else { return nil }
+            space = server
+        case 407 where used.proxy == nil:
+            (schemes, realm) = AuthenticateHeader.parse(raw.response.headerFields[values: .proxyAuthenticate])
+            guard let proxy = proxies.protectionSpace(for: raw.url) else { return nil }
+            space = proxy
+        default:
+            return nil
+        }
+        space.realm = realm
+        let challenge = AuthenticationChallenge(
+            protectionSpace: space, schemes: schemes, response: raw.response, url: raw.url)
+        let credential: Credential
+        if !space.isProxy, let stored = credentials.credential(for: space) {
+            credential = stored
+        } else {
+            guard let answer = await hooks.credential(for: challenge) else { return nil }
+            if answer.persistence == .forSession { credentials.set(answer, for: space) }
+            credential = answer
+        }
+        var retry = used
+        if space.isProxy {
+            retry.proxy = credential
+        } else {
+            retry.server.append(ScopedCredential(credential, for: space))
+        }
+        return retry
+    }
+}

@@ -1,0 +1,123 @@
+import CourierCore
+import Foundation
+
+extension JSON {
+    /// JSON text for this value: keys sorted, no insignificant whitespace unless `prettyPrinted`
+    /// (two-space indentation). JSON has no NaN or infinity: non-finite doubles are written as
+    /// `null` here, and refused by the request serializers (see `requireFiniteNumbers()`).
+    public func serialized(prettyPrinted: Bool = false) -> Data {
+        var writer = JSONWriter(pretty: prettyPrinted)
+        writer.write(self, indent: 0)
+        return Data(writer.output)
+    }
+}
+
+extension JSON {
+    /// Throws `CourierError.serializationFailed`, naming where, when a double anywhere in the
+    /// value is NaN or infinite: JSON cannot carry them, and sending `null` instead would change
+    /// the caller's data without a word (the `Encodable` path refuses them too).
+    package func requireFiniteNumbers(at path: String = "") throws(CourierError) {
+        switch self {
+        case .double(let double) where !double.isFinite:
+            let place = path.isEmpty ? "The parameters are" : "The parameter \(path) is"
+            throw .serializationFailed(.init(message: "\(place) \(double), which JSON cannot represent"))
+        case .array(let elements):
+            for (index, element) in elements.enumerated() { try element.requireFiniteNumbers(at: "\(path)[\(index)]") }
+        case .object(let members):
+            for (name, member) in members {
+                try member.requireFiniteNumbers(at: path.isEmpty ? name : "\(path).\(name)")
+            }
+        default:
+            break
+        }
+    }
+}
+
+private struct JSONWriter {
+    package let pretty: Bool
+    package var output: [UInt8] = []
+
+    package init(pretty: Bool) {
+        self.pretty = pretty
+        output.reserveCapacity(256)
+    }
+
+    package mutating func write(_ value: JSON, indent: Int) {
+        switch value {
+        case .null: append("null")
+        case .bool(let bool): append(bool ? "true" : "false")
+        case .int(let int): append(String(int))
+        case .double(let double):
+            if double.isFinite {
+                if let integer = Int(exactly: double), abs(double) < 1e15 {
+                    append(String(integer))
+                } else {
+                    append(String(double))
+                }
+            } else {
+                append("null")
+            }
+        case .string(let string): writeString(string)
+        case .array(let array):
+            if array.isEmpty {
+                append("[]")
+                return
+            }
+            output.append(UInt8(ascii: "["))
+            for (position, element) in array.enumerated() {
+                if position > 0 { output.append(UInt8(ascii: ",")) }
+                newline(indent + 1)
+                write(element, indent: indent + 1)
+            }
+            newline(indent)
+            output.append(UInt8(ascii: "]"))
+        case .object(let object):
+            if object.isEmpty {
+                append("{}")
+                return
+            }
+            output.append(UInt8(ascii: "{"))
+            for (position, key) in object.keys.sorted().enumerated() {
+                if position > 0 { output.append(UInt8(ascii: ",")) }
+                newline(indent + 1)
+                writeString(key)
+                append(pretty ? ": " : ":")
+                write(object[key]!, indent: indent + 1)
+            }
+            newline(indent)
+            output.append(UInt8(ascii: "}"))
+        }
+    }
+
+    package mutating func newline(_ indent: Int) {
+        guard pretty else { return }
+        output.append(0x0A)
+        output.append(contentsOf: repeatElement(0x20, count: indent * 2))
+    }
+
+    package mutating func append(_ text: String) {
+        output.append(contentsOf: text.utf8)
+    }
+
+    package mutating func writeString(_ string: String) {
+        output.append(UInt8(ascii: "\""))
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): append("\\\"")
+            case UInt8(ascii: "\\"): append("\\\\")
+            case 0x0A: append("\\n")
+            case 0x0D: append("\\r")
+            case 0x09: append("\\t")
+            case 0x08: append("\\b")
+            case 0x0C: append("\\f")
+            case 0..<0x20:
+                append("\\u00")
+                let hex = Array("0123456789abcdef".utf8)
+                output.append(hex[Int(byte >> 4)])
+                output.append(hex[Int(byte & 0xF)])
+            default: output.append(byte)
+            }
+        }
+        output.append(UInt8(ascii: "\""))
+    }
+}

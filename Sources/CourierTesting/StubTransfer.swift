@@ -1,0 +1,340 @@
+import Courier
+import CourierCore
+import CourierTransport
+import Foundation
+import HTTPTypes
+
+/// One request on a ``StubTransport``: a Swift task that reads the body, asks the stub, follows
+/// redirects, and feeds the response to the sink as the engine does.
+///
+/// `@unchecked Sendable`: `state` guards the lifecycle; `sink` and `reporters` are used by the
+/// one task that runs the transfer, one call at a time.
+final class StubTransfer: TransportTransfer, @unchecked Sendable {
+    private struct State {
+        var started = false
+        var suspended = false
+        var cancelled = false
+        var task: Task<Void, Never>?
+        var result: Result<TransferOutput, any Error>?
+        var waiters: [CheckedContinuation<TransferOutput, any Error>] = []
+        /// Waiting for `resume()` (suspended) or `resumeReceiving()` (the sink paused).
+        var gate: [CheckedContinuation<Void, Never>] = []
+        var receivePaused = false
+    }
+
+    let request: TransferRequest
+    let requestURL: String
+    private let stub: StubTransport
+    private let reporters: TransferReporters?
+    private let sink: any ResponseSink
+    private let state = Locked(State())
+    /// Called once the transfer has finished.
+    var onFinish: (@Sendable () -> Void)?
+
+    init(request: TransferRequest, stub: StubTransport, reporters: TransferReporters?, sink: any ResponseSink) {
+        self.request = request
+        self.requestURL = request.urlString
+        self.stub = stub
+        self.reporters = reporters
+        self.sink = sink
+    }
+
+    // MARK: Control
+
+    func start() {
+        let launch = state.withLock { state -> Bool in
+            guard !state.started, !state.cancelled else { return false }
+            state.started = true
+            return !state.suspended
+        }
+        if launch { launchTask() }
+    }
+
+    private func launchTask() {
+        let task = Task { await self.run() }
+        state.withLock { $0.task = task }
+    }
+
+    func cancel() {
+        typealias Taken = (
+            task: Task<Void, Never>?, waiters: [CheckedContinuation<TransferOutput, any Error>],
+            gate: [CheckedContinuation<Void, Never>]
+        )
+        let taken = state.withLock { state -> Taken? in
+            guard state.result == nil, !state.cancelled else { return nil }
+            state.cancelled = true
+            state.result = .failure(CancellationError())
+            defer {
+                state.waiters = []
+                state.gate = []
+            }
+            return (state.task, state.waiters, state.gate)
+        }
+        guard let (task, waiters, gate) = taken else { return }
+        task?.cancel()
+        for waiter in waiters { waiter.resume(throwing: CancellationError()) }
+        for continuation in gate { continuation.resume() }
+        finishReporters(succeeded: false)
+        onFinish?()
+    }
+
+    func suspend() {
+        state.withLock { $0.suspended = true }
+    }
+
+    func resume() {
+        let (launch, gate) = state.withLock { state in
+            state.suspended = false
+            let launch = state.started && state.task == nil && !state.cancelled
+            defer { if !state.receivePaused { state.gate = [] } }
+            return (launch, state.receivePaused ? [] : state.gate)
+        }
+        for continuation in gate { continuation.resume() }
+        if launch { launchTask() }
+    }
+
+    func setMaximumBytesPerSecond(_ rate: Int64?) {}
+
+    func resumeReceiving() {
+        let gate = state.withLock { state in
+            state.receivePaused = false
+            defer { if !state.suspended { state.gate = [] } }
+            return state.suspended ? [] : state.gate
+        }
+        for continuation in gate { continuation.resume() }
+    }
+
+    var isFinished: Bool { state.withLock { $0.result != nil } }
+
+    func value(cancelsWithCaller: Bool) async throws -> TransferOutput {
+        if cancelsWithCaller {
+            return try await withTaskCancellationHandler {
+                try await waitForResult()
+            } onCancel: {
+                self.cancel()
+            }
+        }
+        return try await waitForResult()
+    }
+
+    private func waitForResult() async throws -> TransferOutput {
+        try await withCheckedThrowingContinuation { continuation in
+            let ready = state.withLock { state -> Result<TransferOutput, any Error>? in
+                if let result = state.result { return result }
+                state.waiters.append(continuation)
+                return nil
+            }
+            if let ready { continuation.resume(with: ready) }
+        }
+    }
+
+    /// Waits while the transfer is suspended or the sink is paused.
+    private func passGate() async {
+        await withCheckedContinuation { continuation in
+            let open = state.withLock { state -> Bool in
+                guard state.suspended || state.receivePaused, !state.cancelled else { return true }
+                state.gate.append(continuation)
+                return false
+            }
+            if open { continuation.resume() }
+        }
+    }
+
+    private func complete(_ result: Result<TransferOutput, any Error>) {
+        let waiters = state.withLock { state -> [CheckedContinuation<TransferOutput, any Error>]? in
+            guard state.result == nil else { return nil }
+            state.result = result
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        guard let waiters else { return }
+        if case .success = result { finishReporters(succeeded: true) } else { finishReporters(succeeded: false) }
+        for waiter in waiters { waiter.resume(with: result) }
+        onFinish?()
+    }
+
+    private func finishReporters(succeeded: Bool) {
+        reporters?.finish(succeeded: succeeded)
+    }
+
+    // MARK: The exchange
+
+    private func run() async {
+        let started = ContinuousClock.now
+        do {
+            let output = try await exchange(started: started)
+            complete(.success(output))
+        } catch {
+            complete(.failure(error))
+        }
+    }
+
+    private func exchange(started: ContinuousClock.Instant) async throws -> TransferOutput {
+        var current = request
+        var redirects = 0
+        var sentBytes: Int64 = 0
+        while true {
+            try Task.checkCancellation()
+            let body = try await readBody(current)
+            sentBytes += Int64(body?.count ?? 0)
+            guard let url = current.url else {
+                throw CourierError.invalidURL(.init(message: "'\(current.urlString)' is not a valid URL"))
+            }
+            let recorded = RecordedRequest(request: current.head, url: url, body: body)
+            var response: StubResponse
+            do {
+                response = try await stub.response(for: recorded)
+            } catch let error as CourierError {
+                throw error
+            } catch {
+                throw StubFailure.error(error).error(url: url, response: nil, body: nil)
+            }
+            if response.delay > .zero { try await Task.sleep(for: response.delay) }
+            await passGate()
+            try Task.checkCancellation()
+            if !response.sendsHead, let failure = response.failure {
+                _ = sink.end(.failed)
+                throw failure.error(url: url, response: nil, body: nil)
+            }
+            let bodyLength = response.chunks.reduce(0) { $0 + $1.count }
+            var fields = response.headerFields
+            if fields[.contentLength] == nil, response.failure == nil, current.head.method != .head {
+                fields[.contentLength] = String(bodyLength)
+            }
+            let httpResponse = HTTPResponse(status: response.status, headerFields: fields)
+            let head = Self.recordedHead(httpResponse)
+            current.observer?.transferReceivedHead(head, for: current.head)
+            if current.options.followRedirects, [301, 302, 303, 307, 308].contains(response.status.code),
+                let location = fields[.location]
+            {
+                let target = URL(string: location, relativeTo: url)?.absoluteString ?? location
+                let next = try RedirectPolicy.nextRequest(
+                    after: current, response: httpResponse, location: target, redirectCount: redirects)
+                current.observer?.transferRedirected(from: current.head, to: next.head, response: httpResponse)
+                current = next
+                redirects += 1
+                continue
+            }
+            return try await deliver(
+                response, head: head, to: current, url: url, sentBytes: sentBytes, redirects: redirects,
+                started: started)
+        }
+    }
+
+    /// Feeds the head and the chunks to the sink, with progress; then the failure, if any.
+    private func deliver(
+        _ response: StubResponse, head: ResponseHeadParser, to request: TransferRequest, url: URL, sentBytes: Int64,
+        redirects: Int, started: ContinuousClock.Instant
+    ) async throws -> TransferOutput {
+        let isHead = request.head.method == .head
+        let expected: Int64? = response.failure == nil ? head.contentLength : nil
+        if let failure = sink.begin(head, expectedLength: isHead ? nil : expected) {
+            _ = sink.end(.failed)
+            throw failure.withContext { if $0.url == nil { $0.url = url } }
+        }
+        reporters?.download.update(completedBytes: 0, totalBytes: expected)
+        var received: Int64 = 0
+        for (index, chunk) in (isHead ? [] : response.chunks).enumerated() {
+            if index > 0, response.chunkDelay > .zero { try await Task.sleep(for: response.chunkDelay) }
+            while true {
+                await passGate()
+                try Task.checkCancellation()
+                let write = chunk.withUnsafeBytes { sink.write($0) }
+                switch write {
+                case .accepted:
+                    break
+                case .pause:
+                    state.withLock { $0.receivePaused = true }
+                    continue
+                case .failed(let error):
+                    _ = sink.end(.failed)
+                    throw error.withContext { if $0.url == nil { $0.url = url } }
+                }
+                break
+            }
+            if sink.needsFlush { sink.flush() }
+            received += Int64(chunk.count)
+            reporters?.download.update(completedBytes: received, totalBytes: expected)
+        }
+        if let failure = response.failure {
+            let collected = sink.end(.failed)
+            throw failure.error(url: url, response: head.response, body: collected.isEmpty ? nil : collected)
+        }
+        var metrics = TransferMetrics()
+        metrics.bytesReceived = received
+        metrics.bytesSent = sentBytes
+        metrics.redirectCount = redirects
+        metrics.totalDuration = ContinuousClock.now - started
+        metrics.httpVersion = "1.1"
+        return TransferOutput(request: request.head, head: head, body: sink.end(.completed), metrics: metrics)
+    }
+
+    /// Reads the request body as the engine would send it, with upload progress.
+    private func readBody(_ request: TransferRequest) async throws -> Data? {
+        guard let body = request.body else { return nil }
+        let reader = body.makeReader()
+        defer { reader.close() }
+        let readable = ReadableSignal()
+        reader.onReadable = { readable.fire() }
+        let total = body.length
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let read = buffer.withUnsafeMutableBytes { reader.read(into: $0) }
+            switch read {
+            case .bytes(0):
+                reporters?.upload.update(completedBytes: Int64(data.count), totalBytes: total)
+                return data
+            case .bytes(let count):
+                data.append(contentsOf: buffer[0..<count])
+                reporters?.upload.update(completedBytes: Int64(data.count), totalBytes: total)
+            case .wait:
+                await readable.wait()
+            case .failed(let error):
+                throw error
+            }
+        }
+    }
+
+    /// `response` as the engine records a head: the status line and fields, parsed.
+    static func recordedHead(_ response: HTTPResponse) -> ResponseHeadParser {
+        var parser = ResponseHeadParser()
+        var lines = ["HTTP/1.1 \(response.status.code) \(response.status.reasonPhrase)\r\n"]
+        for field in response.headerFields { lines.append("\(field.name.rawName): \(field.value)\r\n") }
+        lines.append("\r\n")
+        for line in lines {
+            var bytes = Array(line.utf8)
+            _ = bytes.withUnsafeMutableBytes { parser.consume(UnsafeRawBufferPointer($0)) }
+        }
+        return parser
+    }
+}
+
+/// Wakes the task reading a stream body when the stream has bytes again (a wakeup that comes
+/// before the wait is kept).
+private final class ReadableSignal: Sendable {
+    private let state = Locked<(fired: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    func fire() {
+        let waiter = state.withLock { state in
+            defer { state.waiter = nil }
+            if state.waiter == nil { state.fired = true }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state in
+                if state.fired {
+                    state.fired = false
+                    return true
+                }
+                state.waiter = continuation
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import CourierCore
+import CourierStorage
+import Foundation
+
+/// Where a transfer's response body goes. Driver thread only.
+///
+/// The driver calls `begin` once the final head has arrived (not an interim 1xx head, not a
+/// redirect whose body is discarded), `write` for each chunk libcurl delivers (already
+/// content-decoded), and `end` once, when the transfer is over for whatever reason.
+package protocol ResponseSink: AnyObject {
+    /// The final response head. Returning an error aborts the transfer with it.
+    func begin(_ head: ResponseHeadParser, expectedLength: Int64?) -> CourierError?
+    func write(_ bytes: UnsafeRawBufferPointer) -> SinkWrite
+    /// The transfer is over: `.completed` (libcurl finished it), `.failed` or `.cancelled`.
+    /// Returns the bytes collected in memory, if the sink keeps any.
+    func end(_ outcome: SinkOutcome) -> Data
+    /// Whether the sink holds written bytes back until `flush()`, which the driver calls once
+    /// per turn of its loop: libcurl may call the write callback many times in one turn, and
+    /// handing each chunk to another thread on its own would cost a wakeup apiece.
+    var needsFlush: Bool { get }
+    func flush()
+}
+
+extension ResponseSink {
+    package var needsFlush: Bool { false }
+    package func flush() {}
+}
+
+package enum SinkWrite {
+    case accepted
+    /// Not taken: libcurl keeps the bytes and delivers them again after the driver unpauses
+    /// the transfer (`CURL_WRITEFUNC_PAUSE`).
+    case pause
+    case failed(CourierError)
+}
+
+package enum SinkOutcome {
+    case completed
+    case failed
+    case cancelled
+}
+
+/// Collects the body in memory, within the size limit (data tasks).
+package final class MemorySink: ResponseSink {
+    private var buffer = BodyBuffer()
+    private let limit: Int64?
+
+    package init(limit: Int64?) {
+        self.limit = limit
+    }
+
+    package func begin(_ head: ResponseHeadParser, expectedLength: Int64?) -> CourierError? {
+        if let limit, let declared = head.contentLength, declared > limit { return tooLarge(head) }
+        if let expectedLength, expectedLength > 0 { buffer.reserve(Int(min(expectedLength, 16 << 20))) }
+        return nil
+    }
+
+    package func write(_ bytes: UnsafeRawBufferPointer) -> SinkWrite {
+        if let limit, Int64(buffer.count + bytes.count) > limit { return .failed(tooLarge(nil)) }
+        buffer.append(bytes)
+        return .accepted
+    }
+
+    package func end(_ outcome: SinkOutcome) -> Data {
+        buffer.takeData()
+    }
+
+    /// What was collected so far, for error reports.
+    package var collected: Data { buffer.copiedData() }
+
+    private func tooLarge(_ head: ResponseHeadParser?) -> CourierError {
+        // The transfer adds the URL when it reports the error.
+        .responseTooLarge(
+            .init(
+                url: nil, response: head?.response, body: nil,
+                message: "The response body is larger than the limit of \(limit ?? 0) bytes"))
+    }
+}

@@ -1,0 +1,135 @@
+import CourierCore
+import CourierStorage
+import Foundation
+import HTTPTypes
+
+/// One request as the driver runs it: head, absolute URL, body and per-transfer options, all
+/// prepared (serialized, adapted, validated) before it reaches the driver thread.
+package struct TransferRequest: Sendable {
+    /// The request head as the manager built and `adapt(_:)` returned it.
+    package var head: HTTPRequest
+    /// The absolute http(s) URL as text, as libcurl takes it; `head`'s scheme, authority and
+    /// path make it up.
+    package var urlString: String
+    /// The request body, if any.
+    package var body: RequestBody?
+    /// Large transfers (downloads, streams, uploads) get larger libcurl buffers.
+    package var usesLargeBuffers = false
+    /// Credentials for the server, each with the origin it was given for. Each hop
+    /// authenticates with the one for its own origin, if any (libcurl negotiates Basic, Digest
+    /// or NTLM): a redirect may cross origins, a credential never does.
+    package var credentials: [ScopedCredential] = []
+    /// Authenticate with the proxy with this (kept across redirects: the proxy stays the same).
+    package var proxyCredential: Credential?
+    /// Limits, timeouts and protocol choices.
+    package var options: TransferOptions
+    /// Told about response heads and redirects (when the session has event monitors).
+    package var observer: (any TransferObserver)?
+
+    /// A request with no credentials, buffers of the default size and no observer.
+    package init(head: HTTPRequest, urlString: String, body: RequestBody?, options: TransferOptions) {
+        self.head = head
+        self.urlString = urlString
+        self.body = body
+        self.options = options
+    }
+
+    /// The URL, parsed on demand (error messages, redirects): the request path never parses it.
+    package var url: URL? { URL(string: urlString) }
+
+    /// A GET or HEAD without body: the shape whose easy handle can be reused without a reset.
+    package var isPlain: Bool {
+        body == nil && !usesLargeBuffers && credentials.isEmpty && proxyCredential == nil
+            && (head.method == .get || head.method == .head)
+    }
+}
+
+/// A credential for the server, and the origin (scheme, host and port) it may be sent to.
+package struct ScopedCredential: Sendable {
+    package var origin: ProtectionSpace
+    package var credential: Credential
+
+    /// `credential` for the origin of `url`; nil when `url` has none.
+    package init?(_ credential: Credential, for url: URL?) {
+        guard let url, let space = ProtectionSpace(url: url) else { return nil }
+        self.origin = space.origin
+        self.credential = credential
+    }
+
+    package init(_ credential: Credential, for space: ProtectionSpace) {
+        self.origin = space.origin
+        self.credential = credential
+    }
+}
+
+extension [ScopedCredential] {
+    /// The credential given for the origin of `url`, if any.
+    package func credential(for url: URL?) -> Credential? {
+        guard !isEmpty, let url, let origin = ProtectionSpace(url: url) else { return nil }
+        return first { $0.origin == origin }?.credential
+    }
+}
+
+/// Per-transfer settings derived from the session configuration.
+package struct TransferOptions: Sendable, Equatable {
+    /// libcurl's defaults, as Courier sets them.
+    package init() {}
+
+    package var connectTimeout: Duration = .seconds(30)
+    /// No bytes in either direction for this long fails the transfer (`CURLOPT_LOW_SPEED_TIME`).
+    package var idleTimeout: Duration = .seconds(60)
+    /// The whole transfer may take at most this long (`CURLOPT_TIMEOUT_MS`); nil for no limit.
+    package var totalTimeout: Duration?
+    package var followRedirects = true
+    package var maximumRedirects = 16
+    /// Decoded body bytes allowed in memory (checked in the write callback), nil for no limit.
+    /// Downloads to files and byte streams have no limit.
+    package var maximumResponseSize: Int64?
+    package var httpVersion: HTTPVersionPreference = .http2OverTLS
+    /// Ask for and decode every content encoding libcurl has (`CURLOPT_ACCEPT_ENCODING` "").
+    package var acceptsCompressedResponses = true
+    /// How long an idle pooled connection may be reused (`CURLOPT_MAXAGE_CONN`).
+    package var connectionIdleTimeout: Duration = .seconds(60)
+    /// Whether to verify the server's TLS certificate and host name.
+    package var verifiesTLS = true
+    /// A CA bundle (PEM) to trust instead of the system's.
+    package var caBundlePath: String?
+    /// Send stored cookies and keep the ones the response sets.
+    package var handlesCookies = true
+    /// The proxy (`CURLOPT_PROXY`); nil leaves the choice to libcurl's environment variables.
+    package var proxy: String?
+    /// No proxy is configured and the environment named none when the session was made: libcurl
+    /// is told so (`CURLOPT_NOPROXY` "*") rather than reading five environment variables for
+    /// every request (`getenv` scans the whole environment each time).
+    package var bypassesProxies = false
+}
+
+/// Which HTTP version to ask libcurl for (`CURLOPT_HTTP_VERSION`).
+public enum HTTPVersionPreference: Sendable, Hashable {
+    /// HTTP/1.1 only.
+    case http1_1
+    /// HTTP/2 over TLS when the server offers it through ALPN, HTTP/1.1 otherwise (the default).
+    case http2OverTLS
+    /// HTTP/2 for http and https; cleartext http uses the `Upgrade` dance.
+    case http2
+    /// HTTP/2 without negotiation ("prior knowledge"): the server must speak it.
+    case http2PriorKnowledge
+}
+
+/// What a finished transfer produced.
+package struct TransferOutput: Sendable {
+    /// The request of the final hop (after redirects).
+    package var request: HTTPRequest
+    /// The recorded response head; turned into an `HTTPResponse` on the caller's side.
+    package var head: ResponseHeadParser
+    package var body: Data
+    package var metrics: TransferMetrics
+
+    /// The output of a finished transfer.
+    package init(request: HTTPRequest, head: ResponseHeadParser, body: Data, metrics: TransferMetrics) {
+        self.request = request
+        self.head = head
+        self.body = body
+        self.metrics = metrics
+    }
+}
