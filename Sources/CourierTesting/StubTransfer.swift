@@ -180,7 +180,14 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
             guard let url = current.url else {
                 throw CourierError.invalidURL(.init(message: "'\(current.urlString)' is not a valid URL"))
             }
-            let recorded = RecordedRequest(request: current.head, url: url, body: body)
+            var sent = current.head
+            // The engine has libcurl authenticate with a credential for the hop's origin; the
+            // stub sends it as Basic (it does not run Digest or NTLM exchanges).
+            if sent.headerFields[.authorization] == nil, let credential = current.credentials.credential(for: url) {
+                let token = Data("\(credential.user):\(credential.password)".utf8).base64EncodedString()
+                sent.headerFields[.authorization] = "Basic \(token)"
+            }
+            let recorded = RecordedRequest(request: sent, url: url, body: body)
             var response: StubResponse
             do {
                 response = try await stub.response(for: recorded)

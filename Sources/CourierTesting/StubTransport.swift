@@ -12,7 +12,8 @@ import HTTPTypes
 /// Everything above the transport runs as with the libcurl engine: request and response
 /// serializers, validation, interceptors, `adapt(_:)` and `process(_:)`, redirects (followed
 /// by the same rules), the HTTP cache, authentication challenges, downloads, byte streams,
-/// progress and task control. Cookies are the engine's part: a session on a stub keeps none.
+/// progress and task control. Credentials are sent as Basic authentication to their origin.
+/// Cookies are the engine's part: a session on a stub keeps none.
 ///
 /// ```swift
 /// let stub = StubTransport()

@@ -1,0 +1,222 @@
+@testable import Courier
+import CourierTesting
+import Foundation
+import HTTPTypes
+import Logging
+import Testing
+
+/// Event monitors, the logging monitor and curl descriptions, against httpbin and the fault
+/// server (and the stub for the order of a retried request's events).
+@Suite struct EventMonitorTests {
+    /// Keeps every event it is given.
+    final class Recorder: EventMonitor {
+        let events = Locked<[RequestEvent]>([])
+
+        func handle(_ event: RequestEvent) async {
+            events.withLock { $0.append(event) }
+        }
+
+        /// The events' names once `count` have arrived (waits up to 10 s).
+        func names(waitingFor count: Int) async -> [String] {
+            let deadline = ContinuousClock.now + .seconds(10)
+            while events.withLock({ $0.count }) < count, ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+            return events.withLock { $0.map(\.name) }
+        }
+    }
+
+    @Test func aRequestsLifecycleWithARedirectAgainstHttpbin() async throws {
+        let recorder = Recorder()
+        let api = try await httpbinManager { $0.eventMonitors = [recorder] }
+        let response = try await api.request(.get, "redirect/1", serializer: JSONResponseSerializer())
+        #expect(response.status == .ok)
+        let names = await recorder.names(waitingFor: 7)
+        #expect(names == ["created", "adapted", "attemptStarted", "responseHead", "redirected", "responseHead", "finished"])
+        let events = recorder.events.withLock { $0 }
+        #expect(Set(events.map(\.requestID)).count == 1)
+        if case .redirected(let from, let to, let redirect) = events[4].kind {
+            #expect(from.path == "/redirect/1")
+            #expect(to.path == "/get")
+            #expect(redirect.status == .found)
+        } else {
+            Issue.record("expected a redirect event, got \(events[4].kind)")
+        }
+        if case .finished(let request, let response, let metrics, let source) = events[6].kind {
+            #expect(request.path == "/get")
+            #expect(response.status == .ok)
+            #expect(metrics.redirectCount == 1)
+            #expect(source == .network)
+        } else {
+            Issue.record("expected a finished event, got \(events[6].kind)")
+        }
+    }
+
+    @Test func aFailureAndItsRetryDecisionAreEvents() async throws {
+        let recorder = Recorder()
+        let stub = StubTransport()
+        stub.stub(.get, "/flaky", with: .failure(.connectionLost), .failure(.connectionLost))
+        var configuration = HTTPSessionConfiguration.ephemeral
+        configuration.transport = stub.transport
+        configuration.eventMonitors = [recorder]
+        configuration.interceptors = [
+            Interceptor(retry: { _, _, context in context.attempt < 2 ? .retryAfter(.milliseconds(1)) : .doNotRetry })
+        ]
+        let api = HTTPSessionManager(baseURL: URL(string: "https://api.example.com/"), configuration: configuration)
+        _ = await capturedError { let _: JSON = try await api.GET("flaky") }
+        let names = await recorder.names(waitingFor: 8)
+        #expect(names == [
+            "created", "adapted", "attemptStarted", "retryDecided", "adapted", "attemptStarted", "retryDecided", "failed",
+        ])
+        let decisions = recorder.events.withLock { events in
+            events.compactMap { event -> RetryDecision? in
+                if case .retryDecided(_, _, let decision) = event.kind { decision } else { nil }
+            }
+        }
+        #expect(decisions == [.retryAfter(.milliseconds(1)), .doNotRetry])
+    }
+
+    @Test func severalMonitorsEachGetEveryEvent() async throws {
+        let first = Recorder()
+        let second = Recorder()
+        let api = try await httpbinManager { $0.eventMonitors = [first, second] }
+        for _ in 0..<3 { let _: JSON = try await api.GET("get") }
+        #expect(await first.names(waitingFor: 15).filter { $0 == "finished" }.count == 3)
+        #expect(await second.names(waitingFor: 15) == first.names(waitingFor: 15))
+    }
+
+    @Test func aSlowMonitorDelaysNoRequest() async throws {
+        // A monitor that sleeps a second per event: 20 requests still finish at once, and the
+        // monitor catches up later. (How little a slow monitor costs is measured in
+        // Documentation/Benchmarks.md; here it is only that nothing waits for it.)
+        struct Sleeper: EventMonitor {
+            func handle(_ event: RequestEvent) async { try? await Task.sleep(for: .seconds(1)) }
+        }
+        let api = try await httpbinManager { $0.eventMonitors = [Sleeper()] }
+        let clock = ContinuousClock()
+        let elapsed = try await clock.measure {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<20 { group.addTask { let _: JSON = try await api.GET("get") } }
+                try await group.waitForAll()
+            }
+        }
+        // 20 requests make 100 events: handled in line, they would take 100 s.
+        #expect(elapsed < .seconds(60))
+    }
+
+    @Test func debugLoggingWritesOneLinePerRequestWithSecretsRedacted() async throws {
+        let sink = LogSink()
+        var logger = Logger(label: "courier-test") { _ in sink }
+        logger.logLevel = .trace
+        let api = HTTPSessionManager(
+            baseURL: try await TestServers.httpbin(), configuration: .ephemeral, logger: logger)
+        let headers = ["Authorization": "Bearer top-secret-token", "Cookie": "session=cookie-secret"]
+        let _: JSON = try await api.GET("response-headers", parameters: ["Set-Cookie": "id=xyzzy"], headers: headers)
+        let lines = await sink.lines(waitingFor: { $0.contains { $0.level == .debug } })
+        let debug = lines.filter { $0.level == .debug }.map(\.message)
+        #expect(debug.count == 1)
+        let line = try #require(debug.first)
+        #expect(line.hasPrefix("GET http://127.0.0.1:"))
+        #expect(line.contains("/response-headers?Set-Cookie=id%3Dxyzzy -> 200 in "))
+        #expect(line.contains(" ms, ") && line.hasSuffix(" bytes"))
+        let trace = lines.filter { $0.level == .trace }.map(\.message).joined(separator: "\n")
+        #expect(trace.contains("> Authorization: <redacted>"))
+        #expect(trace.contains("> Cookie: <redacted>"))
+        #expect(trace.contains("< Set-Cookie: <redacted>"))
+        #expect(trace.contains("< Content-Type: application/json"))
+        let everything = lines.map(\.message).joined(separator: "\n")
+        #expect(!everything.contains("top-secret-token"))
+        #expect(!everything.contains("cookie-secret"))
+        #expect(!everything.contains("id=xyzzy"))
+    }
+
+    @Test func aLoggerAboveDebugGetsNoMonitor() async throws {
+        let sink = LogSink()
+        var logger = Logger(label: "courier-test") { _ in sink }
+        logger.logLevel = .info
+        let api = HTTPSessionManager(
+            baseURL: try await TestServers.httpbin(), configuration: .ephemeral, logger: logger)
+        let _: JSON = try await api.GET("get")
+        #expect(api.pipeline.monitors == nil)
+        #expect(sink.messages.isEmpty)
+    }
+
+    @Test func theCurlDescriptionRunsAndSendsTheSameRequest() async throws {
+        let base = try await TestServers.httpbin()
+        let api = HTTPSessionManager(baseURL: base, configuration: .ephemeral)
+        api.requestSerializer = JSONRequestSerializer()
+        let sent = try await api.request(
+            .post, "anything/it's", options: RequestOptions(), serializer: JSONResponseSerializer())
+        var request = sent.request
+        request.headerFields[.authorization] = "Bearer s3cret"
+        request.headerFields[.contentType] = "application/json"
+        let body = Data(#"{"quote": "it's"}"#.utf8)
+        #expect(request.cURLDescription(body: body).contains("-H 'Authorization: <redacted>'"))
+        #expect(!request.cURLDescription(body: body).contains("s3cret"))
+
+        let command = request.cURLDescription(body: body, revealingSecrets: true)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", command + " --silent"]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let echoed = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let echo = try JSON(parsing: echoed)
+        #expect(echo["method"].stringValue == "POST")
+        #expect(echo["url"].stringValue?.hasSuffix("/anything/it's") == true)
+        #expect(echo["headers"]["Authorization"].stringValue == "Bearer s3cret")
+        #expect(echo["headers"]["User-Agent"].stringValue == request.headerFields[.userAgent])
+        #expect(echo["data"].stringValue == #"{"quote": "it's"}"#)
+    }
+}
+
+extension RequestEvent {
+    /// The kind's case name.
+    var name: String {
+        switch kind {
+        case .created: "created"
+        case .adapted: "adapted"
+        case .attemptStarted: "attemptStarted"
+        case .responseHead: "responseHead"
+        case .redirected: "redirected"
+        case .retryDecided: "retryDecided"
+        case .finished: "finished"
+        case .failed: "failed"
+        }
+    }
+}
+
+/// A swift-log handler that keeps what it is given.
+final class LogSink: LogHandler, @unchecked Sendable {
+    struct Line {
+        var level: Logger.Level
+        var message: String
+    }
+
+    private let recorded = Locked<[Line]>([])
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        recorded.withLock { $0.append(Line(level: event.level, message: event.message.description)) }
+    }
+
+    var messages: [String] { recorded.withLock { $0.map(\.message) } }
+
+    /// The lines once `done` holds for them (waits up to 10 s).
+    func lines(waitingFor done: ([Line]) -> Bool) async -> [Line] {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !done(recorded.withLock { $0 }), ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return recorded.withLock { $0 }
+    }
+}
