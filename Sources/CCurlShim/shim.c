@@ -82,6 +82,17 @@ void courier_set_thread_name(const char *name) {
     pthread_setname_np(pthread_self(), name);
 }
 
+/* The engine whose thread this is (NULL on every other thread), for debug-build checks. */
+static _Thread_local const void *courier_engine_owner;
+
+void courier_engine_thread_enter(const void *owner) {
+    courier_engine_owner = owner;
+}
+
+const void *courier_engine_thread_owner(void) {
+    return courier_engine_owner;
+}
+
 int courier_rename_noreplace(const char *from, const char *to) {
     return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
 }

@@ -104,35 +104,35 @@ package final class CurlDriver: @unchecked Sendable {
     private let epollFD: Int32
     private let wakeFD: Int32
 
-    // Driver thread only.
-    private var multi: UnsafeMutableRawPointer?
+    // The engine thread's own (`@EngineConfined`: checked in debug builds).
+    @EngineConfined private var multi: UnsafeMutableRawPointer?
     /// The transfers on the multi handle; each knows its place (`Transfer.activeIndex`).
-    private var active: [Transfer] = []
-    private var handles = EasyHandlePool()
+    @EngineConfined private var active: [Transfer] = []
+    @EngineConfined private var handles = EasyHandlePool()
     /// Each socket in the epoll set: the interest (`CURL_POLL_*`) it is registered with, and
     /// whether libcurl has stopped watching it ("parked"); and which sockets are connections,
     /// opened through CURLOPT_OPENSOCKETFUNCTION: libcurl tells us when it closes them
     /// (CURLOPT_CLOSESOCKETFUNCTION), so they may stay in the epoll set while idle.
-    private var sockets = SocketTable()
-    private var timerDeadline: UInt64?
+    @EngineConfined private var sockets = SocketTable()
+    @EngineConfined private var timerDeadline: UInt64?
     /// The commands taken from the inbox this turn (see `takeCommands`).
-    private var taken: [Command] = []
+    @EngineConfined private var taken: [Command] = []
     /// Transfers waiting for a place under `maximumConcurrentTransfers`, in arrival order.
-    private var waiting: [Transfer] = []
-    private var waitingStart = 0
+    @EngineConfined private var waiting: [Transfer] = []
+    @EngineConfined private var waitingStart = 0
     /// The session's cookie engine, when it handles cookies.
-    package private(set) var cookies: CookieEngine?
+    @EngineConfined package private(set) var cookies: CookieEngine?
     /// The session-wide bandwidth limit, consulted by the callbacks.
-    package private(set) var bandwidth: BandwidthBucket?
+    @EngineConfined package private(set) var bandwidth: BandwidthBucket?
     /// Transfers whose sinks hold bytes back until the end of this turn of the loop.
-    private var flushes: [Transfer] = []
+    @EngineConfined private var flushes: [Transfer] = []
     /// Transfers paused by the bandwidth limit, and when they may go on.
-    private var throttled: [(deadline: UInt64, transfer: Transfer)] = []
+    @EngineConfined private var throttled: [(deadline: UInt64, transfer: Transfer)] = []
     /// libcurl's parse of the URLs requested lately, by their text (see `parsedURL(for:)`).
-    private var parsedURLs: [String: ParsedURL] = [:]
-    private var lastParsedURL: (url: String, parsed: ParsedURL)?
+    @EngineConfined private var parsedURLs: [String: ParsedURL] = [:]
+    @EngineConfined private var lastParsedURL: (url: String, parsed: ParsedURL)?
     /// Results published during this turn of the loop, for their waiters (see `deliver`).
-    private var deliveries: [Delivery] = []
+    @EngineConfined private var deliveries: [Delivery] = []
 
     package init(limits: Limits, name: String = "courier-driver") {
         _ = CurlRuntime.initialized
@@ -144,6 +144,7 @@ package final class CurlDriver: @unchecked Sendable {
         inbox = Locked(Inbox(wakeFD: wakeFD))
         let thread = Thread { [self] in
             courier_set_thread_name(name)
+            EngineThread.enter(self)
             self.run()
         }
         thread.stackSize = 1 << 20
@@ -383,6 +384,7 @@ package final class CurlDriver: @unchecked Sendable {
     }
 
     private func add(_ transfer: Transfer) {
+        EngineThread.check(self, "CurlDriver.add")
         if limits.maximumConcurrentTransfers > 0, active.count >= limits.maximumConcurrentTransfers {
             waiting.append(transfer)  // its turn comes in `detach`
             return
@@ -412,6 +414,7 @@ package final class CurlDriver: @unchecked Sendable {
     /// Takes the transfer's easy handle off the multi handle, keeps the handle for reuse, ends
     /// the sink (if the outcome did not already), and lets a waiting transfer take the place.
     private func detach(_ transfer: Transfer, _ outcome: SinkOutcome = .cancelled) {
+        EngineThread.check(self, "CurlDriver.detach")
         guard let easy = transfer.easy else { return }
         curl_multi_remove_handle(multi, easy)
         transfer.easy = nil

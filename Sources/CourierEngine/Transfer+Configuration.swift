@@ -11,6 +11,7 @@ extension Transfer {
     /// A clean handle (see `EasyHandlePool`) already carries the session-wide options and
     /// gets only the per-request ones; any other handle is fresh or reset and gets all.
     package func configure(_ easy: UnsafeMutableRawPointer) throws(CourierError) {
+        EngineThread.check(driver, "Transfer.configure")
         if !handleIsClean { configureCommonOptions(easy, current.options) }
         let request = current
         let me = Unmanaged.passUnretained(self).toOpaque()

@@ -26,57 +26,57 @@ package final class Transfer: @unchecked Sendable {
     package let reporters: TransferReporters?
     private let lifecycle = Locked(Lifecycle())
 
-    // MARK: Driver-thread state
+    // MARK: Engine-thread state (`@EngineConfined`: checked in debug builds)
 
     /// The easy handle while the transfer is on the multi handle.
-    package var easy: UnsafeMutableRawPointer?
+    @EngineConfined package var easy: UnsafeMutableRawPointer?
     /// Where the driver's list of active transfers holds this one; -1 when it does not.
-    package var activeIndex = -1
+    @EngineConfined package var activeIndex = -1
     /// The handle last ran a plain transfer with the same options: only per-request options
     /// need setting (see `EasyHandlePool`).
-    package var handleIsClean = false
+    @EngineConfined package var handleIsClean = false
     /// The request of the current hop (redirects change URL, method, body and some headers).
-    package var current: TransferRequest {
+    @EngineConfined package var current: TransferRequest {
         didSet { hop = HopSettings(current) }
     }
     /// What the callbacks need of `current`, copied out so the hot path touches no strings.
-    package private(set) var hop: HopSettings
+    @EngineConfined package private(set) var hop: HopSettings
     /// `CURLOPT_URL` and `CURLOPT_HTTPHEADER` of the current hop, built on the caller's thread
     /// for the first hop (curl_slist_append needs no handle) and on the driver for redirects.
-    package var prepared: PreparedHop
+    @EngineConfined package var prepared: PreparedHop
     /// libcurl's parse of `prepared.url` (`CURLOPT_CURLU`), held while the easy handle may read
     /// it: from `configure` until the driver detaches the transfer.
-    package var parsedURL: ParsedURL?
-    package var redirectCount = 0
-    package var head = ResponseHeadParser()
+    @EngineConfined package var parsedURL: ParsedURL?
+    @EngineConfined package var redirectCount = 0
+    @EngineConfined package var head = ResponseHeadParser()
     /// The current hop is a redirect whose body is thrown away.
-    package var discardingBody = false
+    @EngineConfined package var discardingBody = false
     /// Bytes of the redirect's body thrown away so far (see `redirectBodyLimit`).
-    package var discardedBytes = 0
+    @EngineConfined package var discardedBytes = 0
     /// The redirect's body was too long to read: the hop was ended early, on purpose, and its
     /// `CURLE_WRITE_ERROR` means "follow the redirect", not a failure.
-    package var cutRedirectBody = false
+    @EngineConfined package var cutRedirectBody = false
     /// Where the body of the final response goes.
     package let sink: ResponseSink
-    package var sinkEnded = false
+    @EngineConfined package var sinkEnded = false
     /// The sink has bytes held back for the driver's next flush.
-    package var flushScheduled = false
+    @EngineConfined package var flushScheduled = false
     /// Reads the request body of the current hop, when it is not sent from memory.
-    package var bodyReader: BodyReader?
+    @EngineConfined package var bodyReader: BodyReader?
     /// Why the transfer is paused, and what libcurl was last told.
-    package var pause = PauseState()
-    package var appliedPauseMask: Int32 = 0
+    @EngineConfined package var pause = PauseState()
+    @EngineConfined package var appliedPauseMask: Int32 = 0
     /// This transfer's own bandwidth limit. libcurl's `CURLOPT_MAX_RECV_SPEED_LARGE` checks
     /// the rate only between reads of up to a hundred buffers, far too coarse on a fast link,
     /// so the callbacks enforce it with a token bucket, as they do the session's limit.
-    package var bandwidth: BandwidthBucket?
-    package var receivedBytes: Int64 = 0
-    package var sentBytes: Int64 = 0
-    package var expectedBytes: Int64?
+    @EngineConfined package var bandwidth: BandwidthBucket?
+    @EngineConfined package var receivedBytes: Int64 = 0
+    @EngineConfined package var sentBytes: Int64 = 0
+    @EngineConfined package var expectedBytes: Int64?
     /// A failure found in a callback (e.g. the body grew past the limit), reported at the end.
-    package var callbackFailure: CourierError?
+    @EngineConfined package var callbackFailure: CourierError?
     /// Time spent on redirect hops before the current one.
-    package var earlierHopsDuration: Duration = .zero
+    @EngineConfined package var earlierHopsDuration: Duration = .zero
     package let errorBuffer: UnsafeMutablePointer<CChar>
 
     package init(
@@ -186,6 +186,7 @@ package final class Transfer: @unchecked Sendable {
 
     /// Publishes the result, unless the caller cancelled first. Driver thread.
     package func complete(with result: Result<TransferOutput, any Error>) {
+        EngineThread.check(driver, "Transfer.complete")
         let waiters = lifecycle.withLock { state -> [UnsafeContinuation<TransferOutput, any Error>]? in
             guard state.machine.complete() == .deliver else { return nil }
             state.result = result
@@ -221,6 +222,7 @@ package final class Transfer: @unchecked Sendable {
 
     /// Ends the sink once. Driver thread.
     package func endSink(_ outcome: SinkOutcome) -> Data {
+        EngineThread.check(driver, "Transfer.endSink")
         guard !sinkEnded else { return Data() }
         sinkEnded = true
         bodyReader?.close()

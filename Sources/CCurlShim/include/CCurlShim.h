@@ -249,6 +249,12 @@ uint64_t courier_monotonic_nanoseconds(void);
 /// Names the calling thread (shown by `top -H`, `perf` and debuggers); at most 15 bytes.
 void courier_set_thread_name(const char *name);
 
+/// Marks the calling thread as the thread of the engine `owner` (NULL: of none).
+void courier_engine_thread_enter(const void *owner);
+
+/// The engine whose thread calls, or NULL.
+const void *courier_engine_thread_owner(void);
+
 // MARK: - Copies
 
 /// The distances (destination minus source, modulo 4096) at which one large `memcpy` is slow
