@@ -3,7 +3,7 @@ import CourierCore
 import CourierStorage
 import CourierTransport
 
-/// A token bucket for the session-wide bandwidth limit. Driver thread only.
+/// A token bucket for the session-wide bandwidth limit. Engine thread only.
 ///
 /// Tokens are bytes; they refill at `bytesPerSecond` up to a quarter second's worth. A
 /// callback takes tokens for what it is about to pass on; when none are left it pauses its

@@ -7,8 +7,8 @@ import Logging
 
 /// libcurl's cookie engine for one session: a share handle (`CURL_LOCK_DATA_COOKIE`) that every
 /// easy handle of the session attaches to, and a utility easy handle for reading and changing
-/// the cookies. Driver thread only, apart from the lock callbacks (pthread mutexes, as
-/// `curl_share_setopt(3)` asks, though every user is on the driver thread today).
+/// the cookies. Engine thread only, apart from the lock callbacks (pthread mutexes, as
+/// `curl_share_setopt(3)` asks, though every user is on the engine thread today).
 ///
 /// A default session keeps cookies that have an expiry in `cookies.txt` under its storage
 /// directory (the Netscape format libcurl reads), rewritten atomically whenever responses or
@@ -198,7 +198,7 @@ package final class CookieEngine {
     }
 
     /// Writes the persistent cookies when they changed since the last write: to a temporary
-    /// file, renamed over the jar. On the driver thread, so that a response's cookies are on
+    /// file, renamed over the jar. On the engine thread, so that a response's cookies are on
     /// disk before its caller hears of it (a program may exit right after); a page-cache write
     /// of a few kilobytes, and only when persistent cookies changed.
     package func persist() {

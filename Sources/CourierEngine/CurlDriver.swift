@@ -8,7 +8,7 @@ import Logging
 
 /// Runs one curl multi handle on a thread of its own.
 ///
-/// Threading: the driver thread (`courier-driver`) makes every libcurl call for the multi
+/// Threading: the engine thread (`courier-driver`) makes every libcurl call for the multi
 /// handle and its easy handles. Other threads talk to it only through `submit(_:)`: it appends
 /// a command to the `inbox` (a `Locked`) and signals an eventfd that sits in the same epoll set
 /// as libcurl's sockets; the signal is skipped while one is pending, so a burst of submissions
@@ -24,10 +24,10 @@ import Logging
 /// Documentation/Benchmarks.md: the same speed with 64 transfers in flight.
 ///
 /// `@unchecked Sendable`: `inbox` is guarded by its lock (which also orders closing the eventfd
-/// with the last signal); every other `var` is touched only on the driver thread.
+/// with the last signal); every other `var` is touched only on the engine thread.
 package final class CurlDriver: @unchecked Sendable {
     package enum Command {
-        /// Runs on the driver thread (cookie store operations).
+        /// Runs on the engine thread (cookie store operations).
         case run(@Sendable (CurlDriver) -> Void)
         case add(Transfer)
         /// Cancelled by the caller: take it off the multi handle.
@@ -151,7 +151,7 @@ package final class CurlDriver: @unchecked Sendable {
         thread.start()
     }
 
-    /// Queues a command for the driver thread. Returns false once the driver is shutting down.
+    /// Queues a command for the engine thread. Returns false once the driver is shutting down.
     @discardableResult
     package func submit(_ command: Command) -> Bool {
         // The wakeup is written under the lock: `tearDown` closes the eventfd under the same
@@ -177,7 +177,7 @@ package final class CurlDriver: @unchecked Sendable {
         }
     }
 
-    // MARK: - The loop (driver thread)
+    // MARK: - The loop (engine thread)
 
     private func run() {
         let multi = curl_multi_init()!
@@ -257,7 +257,7 @@ package final class CurlDriver: @unchecked Sendable {
     /// a continuation enqueues its task on the global executor, which wakes a sleeping pool
     /// thread; one turn often finishes dozens of transfers, and resuming them together wakes
     /// the pool once or twice instead of once per transfer (each a futex call and a context
-    /// switch, on both sides). Driver thread.
+    /// switch, on both sides). Engine thread.
     package func deliver(
         _ result: Result<TransferOutput, any Error>, to waiters: [UnsafeContinuation<TransferOutput, any Error>]
     ) {
@@ -336,7 +336,7 @@ package final class CurlDriver: @unchecked Sendable {
 
     /// libcurl's parse of `url`, made once and shared by every transfer to it while it is in the
     /// cache (the 256 URLs requested last, roughly); nil when libcurl does not accept the URL.
-    /// Driver thread.
+    /// Engine thread.
     package func parsedURL(for url: String) -> ParsedURL? {
         // The same URL as the last request (an API client's common case): compared, not hashed.
         if let last = lastParsedURL, last.url == url { return last.parsed }
@@ -352,7 +352,7 @@ package final class CurlDriver: @unchecked Sendable {
         return parsed
     }
 
-    /// Flushes `transfer`'s sink at the end of this turn. Driver thread.
+    /// Flushes `transfer`'s sink at the end of this turn. Engine thread.
     package func scheduleFlush(_ transfer: Transfer) {
         flushes.append(transfer)
     }
@@ -366,7 +366,7 @@ package final class CurlDriver: @unchecked Sendable {
         flushes.removeAll(keepingCapacity: true)
     }
 
-    /// The bandwidth limit paused `transfer`: let it go on at `deadline`. Driver thread.
+    /// The bandwidth limit paused `transfer`: let it go on at `deadline`. Engine thread.
     package func wake(_ transfer: Transfer, at deadline: UInt64) {
         throttled.append((deadline, transfer))
     }
@@ -524,7 +524,7 @@ package final class CurlDriver: @unchecked Sendable {
         close(epollFD)
     }
 
-    // MARK: - libcurl multi callbacks (driver thread)
+    // MARK: - libcurl multi callbacks (engine thread)
 
     /// Mirrors libcurl's interest in a socket into the epoll set with as few `epoll_ctl` calls
     /// as possible. libcurl 7.88 removes a keep-alive connection's socket when its transfer ends

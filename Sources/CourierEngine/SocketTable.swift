@@ -4,7 +4,7 @@ import CourierTransport
 /// What the driver knows of each socket descriptor: whether it is in the epoll set and with
 /// which interest (`CURL_POLL_IN`, `_OUT`, `_INOUT`), whether libcurl has stopped watching it
 /// ("parked"), and whether it is a connection socket that libcurl opened through the driver.
-/// Driver thread only.
+/// Engine thread only.
 ///
 /// Indexed by the descriptor itself: descriptors are small numbers that the kernel reuses
 /// lowest first, so the table stays as long as the most sockets open at once, and a lookup

@@ -7,7 +7,7 @@ import HTTPTypes
 
 // libcurl's per-transfer callbacks. Each receives the `Transfer` as its user data pointer
 // (unretained: the driver's `active` table holds the transfer while its handle is on the multi
-// handle) and runs on the driver thread, inside `curl_multi_socket_action` or `curl_easy_pause`.
+// handle) and runs on the engine thread, inside `curl_multi_socket_action` or `curl_easy_pause`.
 
 /// CURLOPT_WRITEFUNCTION: body bytes, already content-decoded by libcurl.
 package let transferWriteCallback: curl_write_callback = { buffer, size, count, userdata in

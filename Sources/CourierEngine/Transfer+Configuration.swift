@@ -6,7 +6,7 @@ import Foundation
 import HTTPTypes
 
 extension Transfer {
-    /// Sets the options of the current hop on the easy handle. Driver thread.
+    /// Sets the options of the current hop on the easy handle. Engine thread.
     ///
     /// A clean handle (see `EasyHandlePool`) already carries the session-wide options and
     /// gets only the per-request ones; any other handle is fresh or reset and gets all.

@@ -5,12 +5,12 @@ import CourierTransport
 import Foundation
 import HTTPTypes
 
-/// One transfer: its lifecycle (shared by the caller's side and the driver thread) and the
-/// state libcurl's callbacks fill in (driver thread only).
+/// One transfer: its lifecycle (shared by the caller's side and the engine thread) and the
+/// state libcurl's callbacks fill in (engine thread only).
 ///
 /// `@unchecked Sendable` because it is shared between threads by design: `lifecycle` (a
 /// `Locked`) guards the state machine, the result and the waiters; every other `var` is touched
-/// only on the driver thread, between `CurlDriver.add` and `CurlDriver.detach`, and read by
+/// only on the engine thread, between `CurlDriver.add` and `CurlDriver.detach`, and read by
 /// nobody else until the result is published through `lifecycle`.
 package final class Transfer: @unchecked Sendable {
     private struct Lifecycle {
@@ -184,7 +184,7 @@ package final class Transfer: @unchecked Sendable {
         lifecycle.withLock { $0.machine.driverWillAdd() }
     }
 
-    /// Publishes the result, unless the caller cancelled first. Driver thread.
+    /// Publishes the result, unless the caller cancelled first. Engine thread.
     package func complete(with result: Result<TransferOutput, any Error>) {
         EngineThread.check(driver, "Transfer.complete")
         let waiters = lifecycle.withLock { state -> [UnsafeContinuation<TransferOutput, any Error>]? in
@@ -220,7 +220,7 @@ package final class Transfer: @unchecked Sendable {
         bodyReader = nil
     }
 
-    /// Ends the sink once. Driver thread.
+    /// Ends the sink once. Engine thread.
     package func endSink(_ outcome: SinkOutcome) -> Data {
         EngineThread.check(driver, "Transfer.endSink")
         guard !sinkEnded else { return Data() }
@@ -274,7 +274,7 @@ package struct PauseState {
     }
 }
 
-/// A URL as libcurl parsed it (`curl_url_set`), for `CURLOPT_CURLU`. Driver thread only: made,
+/// A URL as libcurl parsed it (`curl_url_set`), for `CURLOPT_CURLU`. Engine thread only: made,
 /// shared and released there (`CurlDriver.parsedURL(for:)`).
 ///
 /// Given only `CURLOPT_URL`, libcurl parses the URL again for every transfer and prints its

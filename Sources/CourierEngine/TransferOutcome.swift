@@ -10,7 +10,7 @@ package enum TransferOutcome {
     case redirect(TransferRequest)
     case done(Result<TransferOutput, any Error>)
 
-    /// Reads the result of the current hop from the easy handle. Driver thread.
+    /// Reads the result of the current hop from the easy handle. Engine thread.
     package static func evaluate(_ transfer: Transfer, easy: UnsafeMutableRawPointer, code: CURLcode) -> TransferOutcome {
         EngineThread.check(transfer.driver, "TransferOutcome.evaluate")
         // A redirect whose body was cut short on purpose ends with CURLE_WRITE_ERROR: followed.

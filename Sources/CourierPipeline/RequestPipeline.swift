@@ -92,17 +92,19 @@ package final class RequestPipeline: Sendable {
         self.monitors = EventMonitorGroup(monitors)
     }
 
-    /// Runs `prepared` to a response and the value `serialize` makes of it, retrying as the
-    /// interceptors decide.
+    /// Runs `prepared` to a response that `serialize` accepts (it keeps the value it makes;
+    /// what it throws fails the attempt), retrying as the interceptors decide.
     ///
     /// `sink` receives the body instead of memory (downloads, byte streams); `register` is
     /// given each transfer before it starts (task objects control it). A request with a sink,
     /// or with a body that cannot be sent again, is not retried.
-    package func perform<Value>(
-        _ prepared: PreparedRequest, hooks: some SessionHooks, reporters: TransferReporters? = nil,
+    ///
+    /// Not generic, so that it is compiled once, optimized, in this module.
+    package func perform(
+        _ prepared: PreparedRequest, hooks: any SessionHooks, reporters: TransferReporters? = nil,
         sink: (any ResponseSink)? = nil, register: (@Sendable (any TransportTransfer) -> Void)? = nil,
-        serialize: (RawResponse) throws -> Value
-    ) async throws -> (raw: RawResponse, value: Value) {
+        serialize: (RawResponse) throws -> Void
+    ) async throws -> RawResponse {
         let requestID = monitors?.newRequestID() ?? 0
         monitors?.emit(requestID, .created(prepared.head))
         let chain = prepared.call.options.interceptors
@@ -119,9 +121,9 @@ package final class RequestPipeline: Sendable {
                 let raw = try await attemptOnce(
                     prepared, adapted: adapted, hooks: hooks, requestID: requestID, attempt: attempt,
                     reporters: reporters, sink: sink, register: register)
-                let value = try serialize(raw)
+                try serialize(raw)
                 monitors?.emit(requestID, .finished(raw.request, raw.response, metrics: raw.metrics, source: raw.source))
-                return (raw, value)
+                return raw
             } catch {
                 let decision: RetryDecision =
                     retryable && !(error is CancellationError) && !Task.isCancelled
@@ -149,7 +151,7 @@ package final class RequestPipeline: Sendable {
 
     /// The request of one attempt: the session's interceptors, the call's, then the hooks.
     private func adapt(
-        _ prepared: PreparedRequest, hooks: some SessionHooks, context: RequestContext,
+        _ prepared: PreparedRequest, hooks: any SessionHooks, context: RequestContext,
         chain: [any RequestInterceptor]
     ) async throws -> HTTPRequest {
         var request = prepared.head
@@ -173,7 +175,7 @@ package final class RequestPipeline: Sendable {
     /// One attempt: the cache, the transfer (and one more after an authentication challenge),
     /// the cache again, `process(_:)`.
     private func attemptOnce(
-        _ prepared: PreparedRequest, adapted: HTTPRequest, hooks: some SessionHooks, requestID: UInt64,
+        _ prepared: PreparedRequest, adapted: HTTPRequest, hooks: any SessionHooks, requestID: UInt64,
         attempt: Int, reporters: TransferReporters?, sink: (any ResponseSink)?,
         register: (@Sendable (any TransportTransfer) -> Void)?
     ) async throws -> RawResponse {
@@ -227,7 +229,7 @@ package final class RequestPipeline: Sendable {
         return try await finish(raw, hooks: hooks)
     }
 
-    private func finish(_ raw: RawResponse, hooks: some SessionHooks) async throws -> RawResponse {
+    private func finish(_ raw: RawResponse, hooks: any SessionHooks) async throws -> RawResponse {
         hooks.runsHooks ? try await hooks.process(raw) : raw
     }
 
@@ -269,7 +271,7 @@ package final class RequestPipeline: Sendable {
     /// credential is then scoped to that origin, and the retry, which starts again at the
     /// request's own URL, sends it there only.
     private func challengeRetry(
-        after raw: RawResponse, used: CredentialPair, body: RequestBody?, hooks: some SessionHooks
+        after raw: RawResponse, used: CredentialPair, body: RequestBody?, hooks: any SessionHooks
     ) async throws -> CredentialPair? {
         let status = raw.status.code
         guard body?.isReplayable ?? true else { return nil }

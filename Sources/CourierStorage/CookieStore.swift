@@ -35,7 +35,7 @@ public struct CookieStore: Sendable {
         await all().filter { $0.matches(url) }
     }
 
-    /// Runs a change on the driver thread, and writes the jar file (of a default session).
+    /// Runs a change on the engine thread, and writes the jar file (of a default session).
     @discardableResult
     private func change(_ work: @escaping @Sendable (any CookieJar) -> Bool) async -> Bool {
         await onDriver(

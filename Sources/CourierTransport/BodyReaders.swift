@@ -3,7 +3,7 @@ import CourierCore
 import CourierStorage
 import Foundation
 extension RequestBody {
-    /// A fresh reader positioned at the start. Driver thread.
+    /// A fresh reader positioned at the start. Engine thread.
     package func makeReader() -> BodyReader {
         let reader: BodyReader =
             switch content {
@@ -17,9 +17,9 @@ extension RequestBody {
 }
 
 
-/// Produces a request body on the driver thread, on demand.
+/// Produces a request body on the engine thread, on demand.
 ///
-/// Readers are made and used on the driver thread only, except `StreamBodyBridge`, which is
+/// Readers are made and used on the engine thread only, except `StreamBodyBridge`, which is
 /// fed from a Swift task and guarded by its own lock.
 package protocol BodyReader: AnyObject {
     func read(into buffer: UnsafeMutableRawBufferPointer) -> BodyRead

@@ -2,7 +2,8 @@ import CourierCore
 import CourierStorage
 import Foundation
 
-/// Where a transfer's response body goes. Driver thread only.
+/// Where a transfer's response body goes. Used by one thread at a time: the engine's thread, or
+/// the task that runs a stub transfer.
 ///
 /// The driver calls `begin` once the final head has arrived (not an interim 1xx head, not a
 /// redirect whose body is discarded), `write` for each chunk libcurl delivers (already

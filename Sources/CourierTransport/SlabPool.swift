@@ -51,7 +51,7 @@ package final class SlabPool: @unchecked Sendable {
 
 /// One slab of a `SlabPool`. The driver writes into it; the slices it hands out share it.
 ///
-/// `@unchecked Sendable`: the driver thread writes a range of bytes before it makes a slice of
+/// `@unchecked Sendable`: the engine thread writes a range of bytes before it makes a slice of
 /// that range, and never writes there again; slices only read.
 package final class Slab: @unchecked Sendable {
     package let base: UnsafeMutableRawPointer

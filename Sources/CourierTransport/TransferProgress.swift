@@ -32,7 +32,7 @@ public struct TransferProgress: Sendable, Hashable, CustomStringConvertible {
 
 /// Fans progress updates out to any number of `AsyncStream`s, coalesced.
 ///
-/// Updates come from the driver thread at every chunk; a subscriber sees at most one update
+/// Updates come from the engine thread at every chunk; a subscriber sees at most one update
 /// per `interval` (and always the final one), each stream buffering only the newest value, so
 /// a fast transfer never floods a slow consumer. Values are monotonic because the driver is
 /// the only writer. The state is guarded by the `state` lock.

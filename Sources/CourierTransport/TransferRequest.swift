@@ -4,7 +4,7 @@ import Foundation
 import HTTPTypes
 
 /// One request as the driver runs it: head, absolute URL, body and per-transfer options, all
-/// prepared (serialized, adapted, validated) before it reaches the driver thread.
+/// prepared (serialized, adapted, validated) before it reaches the engine thread.
 package struct TransferRequest: Sendable {
     /// The request head as the manager built and `adapt(_:)` returned it.
     package var head: HTTPRequest

@@ -4,7 +4,7 @@ import CourierStorage
 ///
 /// The owner keeps it behind a lock, feeds it events, and performs the returned action after
 /// unlocking. Events come from three places that race: the caller (`start`, `cancel`,
-/// `suspend`, `resume`, from any thread), the driver thread (`driverWillAdd`, `complete`), and
+/// `suspend`, `resume`, from any thread), the engine thread (`driverWillAdd`, `complete`), and
 /// Swift task cancellation (`cancel`). Whichever event takes the lock first decides; the other
 /// finds the machine already moved on and gets a no-op action. In particular:
 ///

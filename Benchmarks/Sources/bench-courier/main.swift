@@ -37,6 +37,9 @@ struct BenchCourier: AsyncParsableCommand {
     @Option(help: "Session configuration of the small mode: default or ephemeral.")
     var session: String = "default"
 
+    @Flag(help: "Small mode: add an event monitor that sleeps 10 ms per event.")
+    var slowMonitor = false
+
     func validate() throws {
         guard ["default", "ephemeral"].contains(session) else {
             throw ValidationError("--session must be default or ephemeral")
@@ -57,7 +60,8 @@ struct BenchCourier: AsyncParsableCommand {
         let path = url.lastPathComponent
         let baseURL = url.deletingLastPathComponent()
         let api = await makeManager(
-            baseURL: baseURL, ephemeral: session == "ephemeral", concurrency: options.concurrency)
+            baseURL: baseURL, ephemeral: session == "ephemeral", concurrency: options.concurrency,
+            monitors: slowMonitor ? [SleepingMonitor()] : [])
         let expected = options.expectedBytes
         let decode = options.decode
 
@@ -72,7 +76,8 @@ struct BenchCourier: AsyncParsableCommand {
                 try check(status: 200, bodyCount: data.count, expected: expected, request: n)
             }
         }
-        printResult(client: decode ? "courier-decode" : "courier", seconds: result.seconds, requests: result.requests)
+        let client = slowMonitor ? "courier-slow-monitor" : decode ? "courier-decode" : "courier"
+        printResult(client: client, seconds: result.seconds, requests: result.requests)
     }
 
     /// One transfer of the large file; the base URL is the server's root.
@@ -126,8 +131,18 @@ struct BenchCourier: AsyncParsableCommand {
 }
 
 @HTTPSessionActor
-func makeManager(baseURL: URL, ephemeral: Bool, concurrency: Int) -> HTTPSessionManager {
+func makeManager(
+    baseURL: URL, ephemeral: Bool, concurrency: Int, monitors: [any EventMonitor] = []
+) -> HTTPSessionManager {
     var configuration: HTTPSessionConfiguration = ephemeral ? .ephemeral : .default
     configuration.maximumConnectionsPerHost = concurrency
+    configuration.eventMonitors = monitors
     return HTTPSessionManager(baseURL: baseURL, configuration: configuration)
+}
+
+/// A monitor that takes 10 ms over every event: the requests must not wait for it.
+struct SleepingMonitor: EventMonitor {
+    func handle(_ event: RequestEvent) async {
+        try? await Task.sleep(for: .milliseconds(10))
+    }
 }

@@ -50,8 +50,8 @@ struct BackgroundRecord: Codable, Sendable, Equatable {
 /// Each write is crash-safe: the record goes to a temporary file, which is `fsync`ed, renamed
 /// over the task's file, and the directory `fsync`ed, so a reader after a crash (or `SIGKILL`)
 /// sees the previous record or the new one, never a torn one. Writes run in order on one
-/// serial queue, off the driver thread and off Swift's cooperative pool; `save` and `remove`
-/// wait for theirs, `update` (from the driver thread, when a response head arrives) does not.
+/// serial queue, off the engine thread and off Swift's cooperative pool; `save` and `remove`
+/// wait for theirs, `update` (from the engine thread, when a response head arrives) does not.
 final class BackgroundJournal: Sendable {
     let directory: URL
     private let queue = DispatchQueue(label: "courier.background-journal")

@@ -14,8 +14,7 @@ extension HTTPSessionManager {
     ) async throws -> RawResponse {
         let prepared = try prepareForPipeline(call, sink: sink)
         return try await pipeline.perform(
-            prepared, hooks: self, reporters: reporters, sink: sink, register: register, serialize: { _ in () }
-        ).raw
+            prepared, hooks: self, reporters: reporters, sink: sink, register: register, serialize: { _ in })
     }
 
     /// Prepares, sends, processes and serializes one call.
@@ -24,9 +23,11 @@ extension HTTPSessionManager {
         register: (@Sendable (any TransportTransfer) -> Void)? = nil
     ) async throws -> DataResponse<Serializer.Value> {
         let prepared = try prepareForPipeline(call, sink: nil)
-        let (raw, value) = try await pipeline.perform(
-            prepared, hooks: self, reporters: reporters, register: register, serialize: serializer.serialize)
-        return DataResponse(raw: raw, value: value)
+        var value: Serializer.Value?
+        let raw = try await pipeline.perform(
+            prepared, hooks: self, reporters: reporters, register: register,
+            serialize: { value = try serializer.serialize($0) })
+        return DataResponse(raw: raw, value: value!)
     }
 
     /// The call prepared (serialized, not adapted), after the checks of a background session.

@@ -159,12 +159,12 @@ open class HTTPSessionManager {
     }
 
     /// Cancels every request and task of this manager (they throw `CancellationError`), closes
-    /// its connections and ends its driver thread. Requests made afterwards fail at once with
+    /// its connections and ends its engine thread. Requests made afterwards fail at once with
     /// `CancellationError`.
     ///
     /// Releasing the manager is not the same: each request and task holds the manager until it
     /// ends, so the requests running when the last other reference goes finish first; then the
-    /// manager closes its connections and ends its driver thread.
+    /// manager closes its connections and ends its engine thread.
     ///
     /// A background session's tasks are cancelled for good (their journal entries and partial
     /// files go), its ``events`` streams end, and its identifier is free for a new manager.

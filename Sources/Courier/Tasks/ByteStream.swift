@@ -72,7 +72,7 @@ public struct ByteStream: AsyncSequence, Sendable {
 ///
 /// `@unchecked Sendable`: `state` (a `Locked`) guards everything the two sides share; the
 /// slabs being filled and the error body collected for a bad status are touched only on the
-/// driver thread.
+/// engine thread.
 final class StreamSink: ResponseSink, @unchecked Sendable {
     /// The consumer may fall this far behind before the transfer pauses. Each pause lets the
     /// socket's receive queue grow, and a 1 MiB bound paused a loopback download about 1,000
@@ -95,7 +95,7 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
     }
 
     private let state = Locked(State())
-    // Driver thread: the body of an unacceptable response, collected for the error.
+    // Engine thread: the body of an unacceptable response, collected for the error.
     private var errorBody: MemorySink?
 
     /// How to restart the transfer after a pause (set once the transfer exists).
@@ -114,7 +114,7 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
         return nil
     }
 
-    // Driver thread. At most `capacity` bytes wait for the consumer, plus one delivery and
+    // Engine thread. At most `capacity` bytes wait for the consumer, plus one delivery and
     // the slab being filled, so the pool keeps every slab it lends: they are as many as the
     // stream ever had in flight at once.
     private let slabs = SlabPool(spareLimit: capacity / SlabPool.size + 2)

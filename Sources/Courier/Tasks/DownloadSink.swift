@@ -54,11 +54,11 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
     /// under it), not only when the caller asks for resume data.
     private let keepsPartialWhenInterrupted: Bool
     /// Told the response's validator (`ETag`, else `Last-Modified`) when a 2xx head arrives,
-    /// on the driver thread: the background journal records it for a later `If-Range`.
+    /// on the engine thread: the background journal records it for a later `If-Range`.
     private let validatorArrived: (@Sendable (String?) -> Void)?
     private let shared = Locked(Shared())
 
-    // Driver thread.
+    // Engine thread.
     private var descriptor: Int32 = -1
     private var createdFile = false
     private var written: Int64 = 0

@@ -90,7 +90,7 @@ package final class StreamBodyBridge: Sendable {
         wake?()
     }
 
-    /// Copies waiting bytes into `buffer`. Driver thread.
+    /// Copies waiting bytes into `buffer`. Engine thread.
     package func take(into buffer: UnsafeMutableRawBufferPointer, onReadable: (@Sendable () -> Void)?) -> BodyRead {
         let (result, waiter) = state.withLock { state -> (BodyRead, CheckedContinuation<Void, Never>?) in
             var written = 0

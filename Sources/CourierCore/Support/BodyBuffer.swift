@@ -3,7 +3,7 @@ import Foundation
 
 /// The response body as libcurl's write callback delivers it: one growing malloc'd buffer,
 /// handed to `Data` without a copy when the transfer completes (`Data(bytesNoCopy:)` with a
-/// `free` deallocator). Driver thread only; not copyable, so ownership is explicit.
+/// `free` deallocator). Engine thread only; not copyable, so ownership is explicit.
 package struct BodyBuffer: ~Copyable {
     private var storage: UnsafeMutableRawPointer?
     private var capacity = 0

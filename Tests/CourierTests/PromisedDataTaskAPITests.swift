@@ -4,7 +4,7 @@ import HTTPTypes
 import Testing
 
 // The data-task calls of the public API as first promised to users, copied as written. They
-// must compile; `specExample` is also run against httpbin's `/anything` echo below.
+// must compile; `promisedExample` is also run against httpbin's `/anything` echo below.
 
 struct User: Codable, Sendable {
     var id: Int
@@ -29,7 +29,7 @@ final class ExampleAPI: HTTPSessionManager {
 }
 
 /// The promised calls, verbatim but for the base URL, which points at httpbin's `/anything/v1/`.
-func specExample(base: URL, userID: Int) async throws {
+func promisedExample(base: URL, userID: Int) async throws {
     let api = HTTPSessionManager(
         baseURL: base,
         configuration: .default)  // .default, .ephemeral, .background(identifier:)
@@ -63,16 +63,16 @@ func specExample(base: URL, userID: Int) async throws {
 
 /// The POST with an `Encodable` body and a decoded reply, and the subclass's `user(_:)`, need
 /// a server that speaks the example's API; they only have to compile.
-func specExampleAgainstTheRealAPI(api: HTTPSessionManager) async throws {
+func promisedExampleAgainstTheRealAPI(api: HTTPSessionManager) async throws {
     let user: User = try await api.POST("users", parameters: NewUser(name: "Ben"), as: User.self)
     let fetched = try await ExampleAPI.shared.user(user.id)
     _ = fetched
 }
 
-@Suite struct SpecDataTaskAPITests {
-    @Test func theSpecExampleRunsAgainstHttpbin() async throws {
+@Suite struct PromisedDataTaskAPITests {
+    @Test func thePromisedExampleRunsAgainstHttpbin() async throws {
         let httpbin = try await TestServers.httpbin()
-        try await specExample(base: httpbin.appendingPathComponent("anything/v1/"), userID: 42)
+        try await promisedExample(base: httpbin.appendingPathComponent("anything/v1/"), userID: 42)
     }
 
     @Test func aSubclassAdaptsEveryRequestWithItsOwnState() async throws {
