@@ -31,16 +31,16 @@ public struct JSONParsingError: Error, Sendable, CustomStringConvertible {
 
 /// A recursive-descent parser over the raw bytes; strings without escapes are decoded in one step.
 private struct JSONParser {
-    package let bytes: UnsafeRawBufferPointer
-    package var index = 0
-    package var depth = 0
-    package static let maximumDepth = 512
+    let bytes: UnsafeRawBufferPointer
+    var index = 0
+    var depth = 0
+    static let maximumDepth = 512
 
-    package init(bytes: UnsafeRawBufferPointer) {
+    init(bytes: UnsafeRawBufferPointer) {
         self.bytes = bytes
     }
 
-    package mutating func parseDocument() throws -> JSON {
+    mutating func parseDocument() throws -> JSON {
         skipWhitespace()
         let value = try parseValue()
         skipWhitespace()
@@ -48,11 +48,11 @@ private struct JSONParser {
         return value
     }
 
-    package func failure(_ reason: String) -> JSONParsingError {
+    func failure(_ reason: String) -> JSONParsingError {
         JSONParsingError(offset: index, reason: reason)
     }
 
-    package mutating func skipWhitespace() {
+    mutating func skipWhitespace() {
         while index < bytes.count {
             switch bytes[index] {
             case 0x20, 0x0A, 0x0D, 0x09: index += 1
@@ -61,7 +61,7 @@ private struct JSONParser {
         }
     }
 
-    package mutating func parseValue() throws -> JSON {
+    mutating func parseValue() throws -> JSON {
         guard index < bytes.count else { throw failure("unexpected end of input") }
         switch bytes[index] {
         case UInt8(ascii: "{"): return try parseObject()
@@ -75,7 +75,7 @@ private struct JSONParser {
         }
     }
 
-    package mutating func parseLiteral(_ word: StaticString, _ value: JSON) throws -> JSON {
+    mutating func parseLiteral(_ word: StaticString, _ value: JSON) throws -> JSON {
         let count = word.utf8CodeUnitCount
         guard index + count <= bytes.count else { throw failure("unexpected end of input") }
         for offset in 0..<count where bytes[index + offset] != word.utf8Start[offset] {
@@ -85,12 +85,12 @@ private struct JSONParser {
         return value
     }
 
-    package mutating func enter() throws {
+    mutating func enter() throws {
         depth += 1
         guard depth <= Self.maximumDepth else { throw failure("nesting deeper than \(Self.maximumDepth)") }
     }
 
-    package mutating func parseObject() throws -> JSON {
+    mutating func parseObject() throws -> JSON {
         try enter()
         defer { depth -= 1 }
         index += 1
@@ -121,7 +121,7 @@ private struct JSONParser {
         }
     }
 
-    package mutating func parseArray() throws -> JSON {
+    mutating func parseArray() throws -> JSON {
         try enter()
         defer { depth -= 1 }
         index += 1
@@ -146,7 +146,7 @@ private struct JSONParser {
         }
     }
 
-    package mutating func parseString() throws -> String {
+    mutating func parseString() throws -> String {
         index += 1  // opening quote
         let start = index
         // Fast path: no escapes.
@@ -213,7 +213,7 @@ private struct JSONParser {
         throw failure("unterminated string")
     }
 
-    package mutating func parseHex4() throws -> UInt32 {
+    mutating func parseHex4() throws -> UInt32 {
         guard index + 4 <= bytes.count else { throw failure("unexpected end of input") }
         var value: UInt32 = 0
         for _ in 0..<4 {
@@ -224,12 +224,12 @@ private struct JSONParser {
         return value
     }
 
-    package func appendScalar(_ code: UInt32, to buffer: inout [UInt8]) {
+    func appendScalar(_ code: UInt32, to buffer: inout [UInt8]) {
         let scalar = Unicode.Scalar(code) ?? "\u{FFFD}"
         UTF8.encode(scalar) { buffer.append($0) }
     }
 
-    package mutating func parseNumber() throws -> JSON {
+    mutating func parseNumber() throws -> JSON {
         let start = index
         var isInteger = true
         if bytes[index] == UInt8(ascii: "-") { index += 1 }
@@ -268,10 +268,10 @@ private struct JSONParser {
 }
 
 /// JSON's one-character escapes (RFC 8259 section 7).
-package enum JSONEscape {
+enum JSONEscape {
     /// The byte `\<escape>` stands for (`n` gives a line feed); nil for `u` and for anything
     /// that is not an escape.
-    package static func byte(for escape: UInt8) -> UInt8? {
+    static func byte(for escape: UInt8) -> UInt8? {
         switch escape {
         case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): escape
         case UInt8(ascii: "b"): 0x08
@@ -284,7 +284,7 @@ package enum JSONEscape {
     }
 
     /// The value of a hex digit of a `\uXXXX` escape, either case; nil for any other byte.
-    package static func hexDigit(_ byte: UInt8) -> UInt32? {
+    static func hexDigit(_ byte: UInt8) -> UInt32? {
         switch byte {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(byte - UInt8(ascii: "0"))
         case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt32(byte - UInt8(ascii: "a") + 10)

@@ -16,7 +16,7 @@ extension JSON {
     /// Throws `CourierError.serializationFailed`, naming where, when a double anywhere in the
     /// value is NaN or infinite: JSON cannot carry them, and sending `null` instead would change
     /// the caller's data without a word (the `Encodable` path refuses them too).
-    package func requireFiniteNumbers(at path: String = "") throws(CourierError) {
+    func requireFiniteNumbers(at path: String = "") throws(CourierError) {
         switch self {
         case .double(let double) where !double.isFinite:
             let place = path.isEmpty ? "The parameters are" : "The parameter \(path) is"
@@ -34,15 +34,15 @@ extension JSON {
 }
 
 private struct JSONWriter {
-    package let pretty: Bool
-    package var output: [UInt8] = []
+    let pretty: Bool
+    var output: [UInt8] = []
 
-    package init(pretty: Bool) {
+    init(pretty: Bool) {
         self.pretty = pretty
         output.reserveCapacity(256)
     }
 
-    package mutating func write(_ value: JSON, indent: Int) {
+    mutating func write(_ value: JSON, indent: Int) {
         switch value {
         case .null: append("null")
         case .bool(let bool): append(bool ? "true" : "false")
@@ -89,17 +89,17 @@ private struct JSONWriter {
         }
     }
 
-    package mutating func newline(_ indent: Int) {
+    mutating func newline(_ indent: Int) {
         guard pretty else { return }
         output.append(0x0A)
         output.append(contentsOf: repeatElement(0x20, count: indent * 2))
     }
 
-    package mutating func append(_ text: String) {
+    mutating func append(_ text: String) {
         output.append(contentsOf: text.utf8)
     }
 
-    package mutating func writeString(_ string: String) {
+    mutating func writeString(_ string: String) {
         output.append(UInt8(ascii: "\""))
         for byte in string.utf8 {
             switch byte {

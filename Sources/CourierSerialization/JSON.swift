@@ -258,16 +258,16 @@ extension JSON {
     }
 }
 
-package struct AnyCodingKey: CodingKey {
-    package var stringValue: String
-    package var intValue: Int?
+struct AnyCodingKey: CodingKey {
+    var stringValue: String
+    var intValue: Int?
 
-    package init(stringValue: String) {
+    init(stringValue: String) {
         self.stringValue = stringValue
         self.intValue = nil
     }
 
-    package init(intValue: Int) {
+    init(intValue: Int) {
         self.stringValue = String(intValue)
         self.intValue = intValue
     }

@@ -8,32 +8,32 @@ import Foundation
 /// The grammar is RFC 8259's, strictly: the builder accepts only what `JSONDecoder` accepts
 /// as well (no trailing commas, no byte order mark, no lone surrogates, valid UTF-8) and
 /// refuses the rest with ``TapeDecodingUnsupported``, so that `JSONDecoder` reports it.
-package final class JSONTape {
-    package enum Kind: UInt8 {
+final class JSONTape {
+    enum Kind: UInt8 {
         case object, array, string, escapedString, integer, number, `true`, `false`, null
     }
 
     /// One value. Strings and numbers: their bytes (a string's without the quotes). Arrays and
     /// objects: their element (or member) count and the index of the node after their last.
-    package struct Node {
-        package var kind: Kind
-        package var start: UInt32
+    struct Node {
+        var kind: Kind
+        var start: UInt32
         /// Byte count of a scalar; member or element count of an object or array.
-        package var count: UInt32
+        var count: UInt32
         /// Of an array or object: the index of the node after it.
-        package var end: UInt32
+        var end: UInt32
     }
 
     /// The nodes, and a copy of the text they point into: plain memory, read without reference
     /// counting by every container of a decoding.
-    package let nodes: UnsafeBufferPointer<Node>
-    package let bytes: UnsafeBufferPointer<UInt8>
+    let nodes: UnsafeBufferPointer<Node>
+    let bytes: UnsafeBufferPointer<UInt8>
 
     /// The deepest nesting indexed; deeper documents are left to `JSONDecoder`.
-    package static let maximumDepth = 512
+    static let maximumDepth = 512
 
     /// The tape of `data`; nil when the builder refuses the text (see above).
-    package static func index(_ data: Data) -> JSONTape? {
+    static func index(_ data: Data) -> JSONTape? {
         guard data.count < Int(UInt32.max) else { return nil }
         let copy = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: data.count)
         _ = copy.initialize(from: data)
@@ -67,14 +67,14 @@ package final class JSONTape {
         package private(set) var count = 0
         private var capacity: Int
 
-        package init(capacity: Int) {
+        init(capacity: Int) {
             self.capacity = capacity
             base = .allocate(capacity: capacity)
         }
 
-        package var buffer: UnsafeBufferPointer<Node> { UnsafeBufferPointer(start: base, count: count) }
+        var buffer: UnsafeBufferPointer<Node> { UnsafeBufferPointer(start: base, count: count) }
 
-        package mutating func append(_ node: Node) {
+        mutating func append(_ node: Node) {
             if count == capacity {
                 let grown = UnsafeMutablePointer<Node>.allocate(capacity: capacity * 2)
                 grown.moveInitialize(from: base, count: count)
@@ -86,27 +86,27 @@ package final class JSONTape {
             count += 1
         }
 
-        package subscript(index: Int) -> Node {
+        subscript(index: Int) -> Node {
             get { base[index] }
             nonmutating set { base[index] = newValue }
         }
 
-        package func deallocate() { base.deallocate() }
+        func deallocate() { base.deallocate() }
     }
 
     /// The index of the node after `index` and everything inside it.
     @inline(__always)
-    package func after(_ index: Int) -> Int {
+    func after(_ index: Int) -> Int {
         let node = nodes[index]
         return node.kind == .object || node.kind == .array ? Int(node.end) : index + 1
     }
 
     private struct Builder {
-        package let bytes: UnsafeBufferPointer<UInt8>
-        package var nodes: NodeList
-        package var index = 0
+        let bytes: UnsafeBufferPointer<UInt8>
+        var nodes: NodeList
+        var index = 0
 
-        package mutating func skipWhitespace() {
+        mutating func skipWhitespace() {
             while index < bytes.count {
                 switch bytes[index] {
                 case 0x20, 0x0A, 0x0D, 0x09: index += 1
@@ -115,7 +115,7 @@ package final class JSONTape {
             }
         }
 
-        package mutating func value(depth: Int) throws(TapeDecodingUnsupported) {
+        mutating func value(depth: Int) throws(TapeDecodingUnsupported) {
             guard index < bytes.count else { throw TapeDecodingUnsupported() }
             switch bytes[index] {
             case UInt8(ascii: "{"): try container(depth: depth, isObject: true)
@@ -129,7 +129,7 @@ package final class JSONTape {
             }
         }
 
-        package mutating func literal(
+        mutating func literal(
             _ word: StaticString, _ kind: Kind
         ) throws(TapeDecodingUnsupported) {
             let count = word.utf8CodeUnitCount
@@ -141,7 +141,7 @@ package final class JSONTape {
             index += count
         }
 
-        package mutating func container(
+        mutating func container(
             depth: Int, isObject: Bool
         ) throws(TapeDecodingUnsupported) {
             guard depth < JSONTape.maximumDepth else { throw TapeDecodingUnsupported() }
@@ -188,7 +188,7 @@ package final class JSONTape {
 
         /// A string: its bytes between the quotes, checked (no control characters, valid
         /// escapes, valid UTF-8); escapes are decoded later, when the string is read.
-        package mutating func string() throws(TapeDecodingUnsupported) {
+        mutating func string() throws(TapeDecodingUnsupported) {
             index += 1
             let start = index
             var escaped = false
@@ -228,7 +228,7 @@ package final class JSONTape {
 
         /// Moves past string bytes that need no attention (printable ASCII other than `"` and
         /// `\`), eight at a time: in API responses most string bytes are such.
-        package mutating func skipPlainASCII() {
+        mutating func skipPlainASCII() {
             let ones: UInt64 = 0x0101_0101_0101_0101
             let highs: UInt64 = 0x8080_8080_8080_8080
             while index + 8 <= bytes.count {
@@ -245,7 +245,7 @@ package final class JSONTape {
 
         /// The four hex digits after `\u` (index at the first), and for a high surrogate the
         /// `\uXXXX` low surrogate that must follow it.
-        package mutating func unicodeEscape() throws(TapeDecodingUnsupported) {
+        mutating func unicodeEscape() throws(TapeDecodingUnsupported) {
             let code = try hex4()
             if (0xDC00..<0xE000).contains(code) { throw TapeDecodingUnsupported() }
             guard (0xD800..<0xDC00).contains(code) else { return }
@@ -255,7 +255,7 @@ package final class JSONTape {
             guard (0xDC00..<0xE000).contains(try hex4()) else { throw TapeDecodingUnsupported() }
         }
 
-        package mutating func hex4() throws(TapeDecodingUnsupported) -> UInt32 {
+        mutating func hex4() throws(TapeDecodingUnsupported) -> UInt32 {
             guard index + 4 <= bytes.count else { throw TapeDecodingUnsupported() }
             var value: UInt32 = 0
             for _ in 0..<4 {
@@ -266,7 +266,7 @@ package final class JSONTape {
             return value
         }
 
-        package mutating func number() throws(TapeDecodingUnsupported) {
+        mutating func number() throws(TapeDecodingUnsupported) {
             let start = index
             var kind = Kind.integer
             if bytes[index] == UInt8(ascii: "-") { index += 1 }
@@ -300,12 +300,12 @@ package final class JSONTape {
     }
 
     @inline(__always)
-    package static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+    static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
 
     // MARK: Reading scalars
 
     /// The text of a string node (escapes decoded; the builder checked them).
-    package func string(at index: Int) -> String {
+    func string(at index: Int) -> String {
         let node = nodes[index]
         let range = Int(node.start)..<Int(node.start + node.count)
         guard node.kind == .escapedString else {
@@ -345,7 +345,7 @@ package final class JSONTape {
     }
 
     /// Whether a string node's text equals `text` (compared as bytes when it has no escapes).
-    package func string(at index: Int, equals text: String) -> Bool {
+    func string(at index: Int, equals text: String) -> Bool {
         let node = nodes[index]
         guard node.kind == .string else { return string(at: index) == text }
         var text = text
@@ -357,7 +357,7 @@ package final class JSONTape {
 
     /// An integer node's value, when it fits in `T`; nil otherwise (and for every number with
     /// a fraction or an exponent, and every negative number for an unsigned `T`).
-    package func integer<T: FixedWidthInteger>(at index: Int, as type: T.Type) -> T? {
+    func integer<T: FixedWidthInteger>(at index: Int, as type: T.Type) -> T? {
         let node = nodes[index]
         guard node.kind == .integer else { return nil }
         var position = Int(node.start)
@@ -383,7 +383,7 @@ package final class JSONTape {
     /// A number node's value as `Double`, when it is a normal finite number or zero written as
     /// zero (no exponent); nil otherwise (over- and underflow, and zero with an exponent, where
     /// `JSONDecoder` has its own rules).
-    package func double(at index: Int) -> Double? {
+    func double(at index: Int) -> Double? {
         let node = nodes[index]
         guard node.kind == .integer || node.kind == .number else { return nil }
         let text = UnsafeBufferPointer(rebasing: bytes[Int(node.start)..<Int(node.start + node.count)])
@@ -402,4 +402,4 @@ package final class JSONTape {
 
 /// The fast decoder cannot vouch for the answer `JSONDecoder` would give: the caller decodes
 /// again with `JSONDecoder`.
-package struct TapeDecodingUnsupported: Error {}
+struct TapeDecodingUnsupported: Error {}

@@ -1,7 +1,7 @@
 import CourierCore
 /// Media types for common file name extensions, for multipart file parts.
-package enum MIMEType {
-    package static let byExtension: [String: String] = [
+enum MIMEType {
+    static let byExtension: [String: String] = [
         "txt": "text/plain", "text": "text/plain", "log": "text/plain", "md": "text/markdown",
         "html": "text/html", "htm": "text/html", "css": "text/css", "csv": "text/csv",
         "tsv": "text/tab-separated-values",
@@ -31,7 +31,7 @@ package enum MIMEType {
     ]
 
     /// The type for `fileName`'s extension; `application/octet-stream` when unknown.
-    package static func forFileName(_ fileName: String) -> String {
+    static func forFileName(_ fileName: String) -> String {
         guard let dot = fileName.lastIndex(of: "."), dot != fileName.startIndex else {
             return "application/octet-stream"
         }

@@ -22,8 +22,8 @@ public struct MultipartFormData: Sendable {
     package private(set) var refusal: CourierError?
 
     private struct Part: Sendable {
-        package var header: Data
-        package var content: BodySegment
+        var header: Data
+        var content: BodySegment
     }
 
     /// Creates an empty form with a random boundary (or the one given).
@@ -147,7 +147,7 @@ public struct MultipartFormData: Sendable {
     /// Names and file names go into a quoted string as UTF-8, with `"`, CR and LF
     /// percent-encoded as browsers do (RFC 7578 section 4.2 and the HTML form encoding
     /// algorithm; the `filename*` form of RFC 5987 is not used, RFC 7578 forbids it).
-    package static func quoted(_ value: String) -> String {
+    static func quoted(_ value: String) -> String {
         var result = ""
         for scalar in value.unicodeScalars {
             switch scalar {

@@ -21,7 +21,7 @@ public enum QueryStringEncoding {
 
     /// The flattened name-value pairs of an object, unescaped (`user[name]`, `tags[]`); nil
     /// for `null` values.
-    package static func pairs(_ parameters: JSON) throws(CourierError) -> [(String, String?)] {
+    static func pairs(_ parameters: JSON) throws(CourierError) -> [(String, String?)] {
         guard case .object = parameters else {
             throw .serializationFailed(
                 .init(message: "Query and form parameters must be an object of named values, not \(parameters)"))

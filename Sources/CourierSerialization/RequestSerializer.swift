@@ -26,7 +26,7 @@ public protocol RequestSerializer: Sendable {
 
 extension RequestSerializer {
     /// Appends `query` to the request's path, after any query already there.
-    package func appendingQuery(_ query: String, to request: HTTPRequest) -> HTTPRequest {
+    func appendingQuery(_ query: String, to request: HTTPRequest) -> HTTPRequest {
         guard !query.isEmpty else { return request }
         var request = request
         let path = request.path ?? "/"
@@ -35,7 +35,7 @@ extension RequestSerializer {
     }
 
     /// Sets `Content-Type` unless the caller already did.
-    package func settingContentType(_ value: String, on request: HTTPRequest) -> HTTPRequest {
+    func settingContentType(_ value: String, on request: HTTPRequest) -> HTTPRequest {
         guard request.headerFields[.contentType] == nil else { return request }
         var request = request
         request.headerFields[.contentType] = value

@@ -86,7 +86,7 @@ public struct StringResponseSerializer: ResponseSerializer {
     }
 
     /// The `String.Encoding` for an IANA charset name.
-    package static func encoding(forCharset name: String) -> String.Encoding? {
+    static func encoding(forCharset name: String) -> String.Encoding? {
         switch name.lowercased() {
         case "utf-8", "utf8": .utf8
         case "us-ascii", "ascii": .ascii

@@ -48,7 +48,7 @@ public struct ResponseValidation: Sendable, Hashable {
     /// case (media types are ASCII tokens, RFC 9110 section 8.3.1). Every JSON response goes
     /// through here, so it reads the bytes once: Foundation's `trimmingCharacters(in:)` goes
     /// through `NSString` on Linux and took over a tenth of the decoding benchmark's pool time.
-    package static func mediaType(_ contentType: String?) -> String? {
+    static func mediaType(_ contentType: String?) -> String? {
         guard var value = contentType else { return nil }
         return value.withUTF8 { bytes -> String? in
             let range = bytes.trimmingWhitespace(0..<(bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.count))
@@ -61,7 +61,7 @@ public struct ResponseValidation: Sendable, Hashable {
     }
 
     /// A parameter of the `Content-Type` (e.g. `charset`), unquoted, when present.
-    package static func contentTypeParameter(_ name: String, of contentType: String?) -> String? {
+    static func contentTypeParameter(_ name: String, of contentType: String?) -> String? {
         guard let value = contentType else { return nil }
         for parameter in value.split(separator: ";").dropFirst() {
             let parts = parameter.split(separator: "=", maxSplits: 1)
@@ -72,11 +72,11 @@ public struct ResponseValidation: Sendable, Hashable {
         return nil
     }
 
-    package static func contentType(of response: HTTPResponse) -> String? {
+    static func contentType(of response: HTTPResponse) -> String? {
         response.headerFields[values: .contentType].last
     }
 
-    package static func matches(_ mediaType: String, _ patterns: Set<String>) -> Bool {
+    static func matches(_ mediaType: String, _ patterns: Set<String>) -> Bool {
         if patterns.contains(mediaType) || patterns.contains("*/*") { return true }
         let parts = mediaType.split(separator: "/", maxSplits: 1)
         guard parts.count == 2 else { return false }
@@ -88,10 +88,10 @@ public struct ResponseValidation: Sendable, Hashable {
 
 /// Status codes and methods for which an empty body is a valid answer (RFC 9110 sections
 /// 9.3.2, 15.3.5 and 15.3.6): 204, 205 and any response to `HEAD`.
-package enum EmptyBody {
-    package static let statusCodes: Set<Int> = [204, 205]
+enum EmptyBody {
+    static let statusCodes: Set<Int> = [204, 205]
 
-    package static func isAllowed(for response: RawResponse) -> Bool {
+    static func isAllowed(for response: RawResponse) -> Bool {
         statusCodes.contains(response.status.code) || response.request.method == .head
     }
 }

@@ -14,11 +14,11 @@ import Foundation
 /// `JSONDecoder`, whose message the caller then gets. Only a value decoded without either is
 /// returned. Errors thrown inside a decode are `DecodingError`s shaped like `JSONDecoder`'s,
 /// for `init(from:)` code that catches them.
-package enum TapeDecoding {
+enum TapeDecoding {
     /// `type` decoded from `data` as `decoder` would decode it, or nil when `JSONDecoder`
     /// must decide (see above). Only decoders with the default strategies for keys and
     /// non-conforming floats, and without JSON5, are matched.
-    package static func decode<T: Decodable>(_ type: T.Type, from data: Data, like decoder: JSONDecoder) -> T? {
+    static func decode<T: Decodable>(_ type: T.Type, from data: Data, like decoder: JSONDecoder) -> T? {
         guard case .useDefaultKeys = decoder.keyDecodingStrategy,
             case .throw = decoder.nonConformingFloatDecodingStrategy,
             !decoder.allowsJSON5, !decoder.assumesTopLevelDictionary
@@ -32,28 +32,28 @@ package enum TapeDecoding {
 }
 
 /// The state one decoding shares between its decoders and containers.
-package final class TapeContext {
-    package let tape: JSONTape
-    package let userInfo: [CodingUserInfoKey: Any]
+final class TapeContext {
+    let tape: JSONTape
+    let userInfo: [CodingUserInfoKey: Any]
     /// An answer could not be vouched for: the result, whatever it is, is not used.
     package private(set) var bailed = false
     /// Objects with many members: their keys' first occurrences, built on first lookup.
     private var keyIndexes: [Int: [String: Int]] = [:]
 
-    package init(tape: JSONTape, userInfo: [CodingUserInfoKey: Any]) {
+    init(tape: JSONTape, userInfo: [CodingUserInfoKey: Any]) {
         self.tape = tape
         self.userInfo = userInfo
     }
 
     /// Marks the decoding unusable; throw what this returns.
-    package func bail() -> TapeDecodingUnsupported {
+    func bail() -> TapeDecodingUnsupported {
         bailed = true
         return TapeDecodingUnsupported()
     }
 
     // MARK: Values
 
-    package func kindName(_ node: Int) -> String {
+    func kindName(_ node: Int) -> String {
         switch tape.nodes[node].kind {
         case .object: "a dictionary"
         case .array: "an array"
@@ -65,7 +65,7 @@ package final class TapeContext {
     }
 
     /// The error for a value of the wrong kind: `valueNotFound` for null, else `typeMismatch`.
-    package func mismatch(_ type: Any.Type, at node: Int, path: TapePath) -> DecodingError {
+    func mismatch(_ type: Any.Type, at node: Int, path: TapePath) -> DecodingError {
         let codingPath = path.keys
         if tape.nodes[node].kind == .null {
             return .valueNotFound(
@@ -81,7 +81,7 @@ package final class TapeContext {
                 debugDescription: "Expected to decode \(type) but found \(kindName(node)) instead."))
     }
 
-    package func bool(at node: Int, path: TapePath) throws -> Bool {
+    func bool(at node: Int, path: TapePath) throws -> Bool {
         switch tape.nodes[node].kind {
         case .true: return true
         case .false: return false
@@ -89,20 +89,20 @@ package final class TapeContext {
         }
     }
 
-    package func string(at node: Int, path: TapePath) throws -> String {
+    func string(at node: Int, path: TapePath) throws -> String {
         let kind = tape.nodes[node].kind
         guard kind == .string || kind == .escapedString else { throw mismatch(String.self, at: node, path: path) }
         return tape.string(at: node)
     }
 
-    package func double(at node: Int, path: TapePath) throws -> Double {
+    func double(at node: Int, path: TapePath) throws -> Double {
         let kind = tape.nodes[node].kind
         guard kind == .integer || kind == .number else { throw mismatch(Double.self, at: node, path: path) }
         guard let value = tape.double(at: node) else { throw bail() }
         return value
     }
 
-    package func integer<T: FixedWidthInteger>(_ type: T.Type, at node: Int, path: TapePath) throws -> T {
+    func integer<T: FixedWidthInteger>(_ type: T.Type, at node: Int, path: TapePath) throws -> T {
         let kind = tape.nodes[node].kind
         guard kind == .integer || kind == .number else { throw mismatch(T.self, at: node, path: path) }
         guard let value = tape.integer(at: node, as: T.self) else { throw bail() }
@@ -110,7 +110,7 @@ package final class TapeContext {
     }
 
     /// Any `Decodable`: the types `JSONDecoder` treats specially are left to it.
-    package func value<T: Decodable>(_ type: T.Type, at node: Int, path: TapePath) throws -> T {
+    func value<T: Decodable>(_ type: T.Type, at node: Int, path: TapePath) throws -> T {
         if T.self == String.self { return try string(at: node, path: path) as! T }
         if T.self == Int.self { return try integer(Int.self, at: node, path: path) as! T }
         if T.self == Double.self { return try double(at: node, path: path) as! T }
@@ -126,7 +126,7 @@ package final class TapeContext {
     // MARK: Objects
 
     /// The value node of the first member of `object` named `key`, if any.
-    package func member(_ key: String, of object: Int) -> Int? {
+    func member(_ key: String, of object: Int) -> Int? {
         let count = Int(tape.nodes[object].count)
         if count > 16 {
             if keyIndexes[object] == nil { keyIndexes[object] = keyIndex(of: object) }
@@ -152,7 +152,7 @@ package final class TapeContext {
     }
 
     /// The names of `object`'s members, each once, in document order.
-    package func memberNames(of object: Int) -> [String] {
+    func memberNames(of object: Int) -> [String] {
         var names: [String] = []
         var seen = Set<String>()
         var position = object + 1
@@ -166,12 +166,12 @@ package final class TapeContext {
 }
 
 /// A coding path, built into an array only when asked for (errors, `codingPath`).
-package indirect enum TapePath {
+indirect enum TapePath {
     case root
     case key(any CodingKey, TapePath)
     case index(Int, TapePath)
 
-    package var keys: [any CodingKey] {
+    var keys: [any CodingKey] {
         var keys: [any CodingKey] = []
         var path = self
         while true {
@@ -189,42 +189,42 @@ package indirect enum TapePath {
 }
 
 /// An array position in a coding path, as `JSONDecoder` names it (`Index 3`).
-package struct TapeIndexKey: CodingKey {
-    package var stringValue: String
-    package var intValue: Int?
+struct TapeIndexKey: CodingKey {
+    var stringValue: String
+    var intValue: Int?
 
-    package init(_ index: Int) {
+    init(_ index: Int) {
         stringValue = "Index \(index)"
         intValue = index
     }
 
-    package init?(stringValue: String) { nil }
-    package init?(intValue: Int) { self.init(intValue) }
+    init?(stringValue: String) { nil }
+    init?(intValue: Int) { self.init(intValue) }
 }
 
-package struct TapeDecoder: Decoder {
-    package let context: TapeContext
-    package let node: Int
-    package let path: TapePath
+struct TapeDecoder: Decoder {
+    let context: TapeContext
+    let node: Int
+    let path: TapePath
 
-    package var codingPath: [any CodingKey] { path.keys }
-    package var userInfo: [CodingUserInfoKey: Any] { context.userInfo }
+    var codingPath: [any CodingKey] { path.keys }
+    var userInfo: [CodingUserInfoKey: Any] { context.userInfo }
 
-    package func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         guard context.tape.nodes[node].kind == .object else {
             throw containerMismatch([String: Any].self, "keyed decoding container")
         }
         return KeyedDecodingContainer(TapeKeyedContainer<Key>(context: context, object: node, path: path))
     }
 
-    package func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
         guard context.tape.nodes[node].kind == .array else {
             throw containerMismatch([Any].self, "unkeyed decoding container")
         }
         return TapeUnkeyedContainer(context: context, array: node, path: path)
     }
 
-    package func singleValueContainer() throws -> any SingleValueDecodingContainer {
+    func singleValueContainer() throws -> any SingleValueDecodingContainer {
         TapeSingleValueContainer(context: context, node: node, path: path)
     }
 
@@ -241,41 +241,41 @@ package struct TapeDecoder: Decoder {
     }
 }
 
-package struct TapeSingleValueContainer: SingleValueDecodingContainer {
-    package let context: TapeContext
-    package let node: Int
-    package let path: TapePath
+struct TapeSingleValueContainer: SingleValueDecodingContainer {
+    let context: TapeContext
+    let node: Int
+    let path: TapePath
 
-    package var codingPath: [any CodingKey] { path.keys }
+    var codingPath: [any CodingKey] { path.keys }
 
-    package func decodeNil() -> Bool { context.tape.nodes[node].kind == .null }
-    package func decode(_ type: Bool.Type) throws -> Bool { try context.bool(at: node, path: path) }
-    package func decode(_ type: String.Type) throws -> String { try context.string(at: node, path: path) }
-    package func decode(_ type: Double.Type) throws -> Double { try context.double(at: node, path: path) }
-    package func decode(_ type: Float.Type) throws -> Float { throw context.bail() }
-    package func decode(_ type: Int.Type) throws -> Int { try context.integer(type, at: node, path: path) }
-    package func decode(_ type: Int8.Type) throws -> Int8 { try context.integer(type, at: node, path: path) }
-    package func decode(_ type: Int16.Type) throws -> Int16 { try context.integer(type, at: node, path: path) }
-    package func decode(_ type: Int32.Type) throws -> Int32 { try context.integer(type, at: node, path: path) }
-    package func decode(_ type: Int64.Type) throws -> Int64 { try context.integer(type, at: node, path: path) }
-    package func decode(_ type: UInt.Type) throws -> UInt { try context.integer(type, at: node, path: path) }
-    package func decode(_ type: UInt8.Type) throws -> UInt8 { try context.integer(type, at: node, path: path) }
-    package func decode(_ type: UInt16.Type) throws -> UInt16 { try context.integer(type, at: node, path: path) }
-    package func decode(_ type: UInt32.Type) throws -> UInt32 { try context.integer(type, at: node, path: path) }
-    package func decode(_ type: UInt64.Type) throws -> UInt64 { try context.integer(type, at: node, path: path) }
-    package func decode<T: Decodable>(_ type: T.Type) throws -> T { try context.value(type, at: node, path: path) }
+    func decodeNil() -> Bool { context.tape.nodes[node].kind == .null }
+    func decode(_ type: Bool.Type) throws -> Bool { try context.bool(at: node, path: path) }
+    func decode(_ type: String.Type) throws -> String { try context.string(at: node, path: path) }
+    func decode(_ type: Double.Type) throws -> Double { try context.double(at: node, path: path) }
+    func decode(_ type: Float.Type) throws -> Float { throw context.bail() }
+    func decode(_ type: Int.Type) throws -> Int { try context.integer(type, at: node, path: path) }
+    func decode(_ type: Int8.Type) throws -> Int8 { try context.integer(type, at: node, path: path) }
+    func decode(_ type: Int16.Type) throws -> Int16 { try context.integer(type, at: node, path: path) }
+    func decode(_ type: Int32.Type) throws -> Int32 { try context.integer(type, at: node, path: path) }
+    func decode(_ type: Int64.Type) throws -> Int64 { try context.integer(type, at: node, path: path) }
+    func decode(_ type: UInt.Type) throws -> UInt { try context.integer(type, at: node, path: path) }
+    func decode(_ type: UInt8.Type) throws -> UInt8 { try context.integer(type, at: node, path: path) }
+    func decode(_ type: UInt16.Type) throws -> UInt16 { try context.integer(type, at: node, path: path) }
+    func decode(_ type: UInt32.Type) throws -> UInt32 { try context.integer(type, at: node, path: path) }
+    func decode(_ type: UInt64.Type) throws -> UInt64 { try context.integer(type, at: node, path: path) }
+    func decode<T: Decodable>(_ type: T.Type) throws -> T { try context.value(type, at: node, path: path) }
 }
 
-package struct TapeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
-    package let context: TapeContext
-    package let object: Int
-    package let path: TapePath
+struct TapeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let context: TapeContext
+    let object: Int
+    let path: TapePath
 
-    package var codingPath: [any CodingKey] { path.keys }
+    var codingPath: [any CodingKey] { path.keys }
 
-    package var allKeys: [Key] { context.memberNames(of: object).compactMap { Key(stringValue: $0) } }
+    var allKeys: [Key] { context.memberNames(of: object).compactMap { Key(stringValue: $0) } }
 
-    package func contains(_ key: Key) -> Bool { context.member(key.stringValue, of: object) != nil }
+    func contains(_ key: Key) -> Bool { context.member(key.stringValue, of: object) != nil }
 
     /// The value node of `key`, or `keyNotFound`.
     private func value(_ key: Key) throws -> Int {
@@ -289,79 +289,79 @@ package struct TapeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
         return node
     }
 
-    package func decodeNil(forKey key: Key) throws -> Bool { context.tape.nodes[try value(key)].kind == .null }
+    func decodeNil(forKey key: Key) throws -> Bool { context.tape.nodes[try value(key)].kind == .null }
 
-    package func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
         try context.bool(at: try value(key), path: .key(key, path))
     }
 
-    package func decode(_ type: String.Type, forKey key: Key) throws -> String {
+    func decode(_ type: String.Type, forKey key: Key) throws -> String {
         try context.string(at: try value(key), path: .key(key, path))
     }
 
-    package func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
         try context.double(at: try value(key), path: .key(key, path))
     }
 
-    package func decode(_ type: Float.Type, forKey key: Key) throws -> Float { throw context.bail() }
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { throw context.bail() }
 
-    package func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try integer(type, key) }
-    package func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try integer(type, key) }
-    package func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try integer(type, key) }
-    package func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try integer(type, key) }
-    package func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try integer(type, key) }
-    package func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try integer(type, key) }
-    package func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try integer(type, key) }
-    package func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try integer(type, key) }
-    package func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try integer(type, key) }
-    package func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try integer(type, key) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try integer(type, key) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try integer(type, key) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try integer(type, key) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try integer(type, key) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try integer(type, key) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try integer(type, key) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try integer(type, key) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try integer(type, key) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try integer(type, key) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try integer(type, key) }
 
     private func integer<T: FixedWidthInteger>(_ type: T.Type, _ key: Key) throws -> T {
         try context.integer(type, at: try value(key), path: .key(key, path))
     }
 
-    package func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         try context.value(type, at: try value(key), path: .key(key, path))
     }
 
-    package func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+    func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
         guard let node = context.member(key.stringValue, of: object), context.tape.nodes[node].kind != .null else {
             return nil
         }
         return try context.value(type, at: node, path: .key(key, path))
     }
 
-    package func nestedContainer<NestedKey: CodingKey>(
+    func nestedContainer<NestedKey: CodingKey>(
         keyedBy type: NestedKey.Type, forKey key: Key
     ) throws -> KeyedDecodingContainer<NestedKey> {
         try TapeDecoder(context: context, node: try value(key), path: .key(key, path)).container(keyedBy: type)
     }
 
-    package func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
         try TapeDecoder(context: context, node: try value(key), path: .key(key, path)).unkeyedContainer()
     }
 
-    package func superDecoder() throws -> any Decoder { throw context.bail() }
-    package func superDecoder(forKey key: Key) throws -> any Decoder { throw context.bail() }
+    func superDecoder() throws -> any Decoder { throw context.bail() }
+    func superDecoder(forKey key: Key) throws -> any Decoder { throw context.bail() }
 }
 
-package struct TapeUnkeyedContainer: UnkeyedDecodingContainer {
-    package let context: TapeContext
-    package let path: TapePath
-    package let count: Int?
+struct TapeUnkeyedContainer: UnkeyedDecodingContainer {
+    let context: TapeContext
+    let path: TapePath
+    let count: Int?
     package private(set) var currentIndex = 0
     /// The node of the element at `currentIndex`.
     private var next: Int
 
-    package init(context: TapeContext, array: Int, path: TapePath) {
+    init(context: TapeContext, array: Int, path: TapePath) {
         self.context = context
         self.path = path
         count = Int(context.tape.nodes[array].count)
         next = array + 1
     }
 
-    package var codingPath: [any CodingKey] { path.keys }
-    package var isAtEnd: Bool { currentIndex >= count! }
+    var codingPath: [any CodingKey] { path.keys }
+    var isAtEnd: Bool { currentIndex >= count! }
 
     /// The current element's node, or `valueNotFound` at the end.
     private func current(_ type: Any.Type) throws -> Int {
@@ -382,7 +382,7 @@ package struct TapeUnkeyedContainer: UnkeyedDecodingContainer {
 
     private var elementPath: TapePath { .index(currentIndex, path) }
 
-    package mutating func decodeNil() throws -> Bool {
+    mutating func decodeNil() throws -> Bool {
         guard context.tape.nodes[try current(Any?.self)].kind == .null else { return false }
         advance()
         return true
@@ -396,32 +396,32 @@ package struct TapeUnkeyedContainer: UnkeyedDecodingContainer {
         return value
     }
 
-    package mutating func decode(_ type: Bool.Type) throws -> Bool { try next(type, context.bool) }
-    package mutating func decode(_ type: String.Type) throws -> String { try next(type, context.string) }
-    package mutating func decode(_ type: Double.Type) throws -> Double { try next(type, context.double) }
+    mutating func decode(_ type: Bool.Type) throws -> Bool { try next(type, context.bool) }
+    mutating func decode(_ type: String.Type) throws -> String { try next(type, context.string) }
+    mutating func decode(_ type: Double.Type) throws -> Double { try next(type, context.double) }
 
-    package mutating func decode(_ type: Float.Type) throws -> Float { throw context.bail() }
+    mutating func decode(_ type: Float.Type) throws -> Float { throw context.bail() }
 
-    package mutating func decode(_ type: Int.Type) throws -> Int { try integer(type) }
-    package mutating func decode(_ type: Int8.Type) throws -> Int8 { try integer(type) }
-    package mutating func decode(_ type: Int16.Type) throws -> Int16 { try integer(type) }
-    package mutating func decode(_ type: Int32.Type) throws -> Int32 { try integer(type) }
-    package mutating func decode(_ type: Int64.Type) throws -> Int64 { try integer(type) }
-    package mutating func decode(_ type: UInt.Type) throws -> UInt { try integer(type) }
-    package mutating func decode(_ type: UInt8.Type) throws -> UInt8 { try integer(type) }
-    package mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try integer(type) }
-    package mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try integer(type) }
-    package mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try integer(type) }
+    mutating func decode(_ type: Int.Type) throws -> Int { try integer(type) }
+    mutating func decode(_ type: Int8.Type) throws -> Int8 { try integer(type) }
+    mutating func decode(_ type: Int16.Type) throws -> Int16 { try integer(type) }
+    mutating func decode(_ type: Int32.Type) throws -> Int32 { try integer(type) }
+    mutating func decode(_ type: Int64.Type) throws -> Int64 { try integer(type) }
+    mutating func decode(_ type: UInt.Type) throws -> UInt { try integer(type) }
+    mutating func decode(_ type: UInt8.Type) throws -> UInt8 { try integer(type) }
+    mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try integer(type) }
+    mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try integer(type) }
+    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try integer(type) }
 
     private mutating func integer<T: FixedWidthInteger>(_ type: T.Type) throws -> T {
         try next(type) { [context] in try context.integer(type, at: $0, path: $1) }
     }
 
-    package mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
+    mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
         try next(type) { [context] in try context.value(type, at: $0, path: $1) }
     }
 
-    package mutating func nestedContainer<NestedKey: CodingKey>(
+    mutating func nestedContainer<NestedKey: CodingKey>(
         keyedBy type: NestedKey.Type
     ) throws -> KeyedDecodingContainer<NestedKey> {
         try next([String: Any].self) { [context] in
@@ -429,11 +429,11 @@ package struct TapeUnkeyedContainer: UnkeyedDecodingContainer {
         }
     }
 
-    package mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
+    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
         try next([Any].self) { [context] in
             try TapeDecoder(context: context, node: $0, path: $1).unkeyedContainer()
         }
     }
 
-    package mutating func superDecoder() throws -> any Decoder { throw context.bail() }
+    mutating func superDecoder() throws -> any Decoder { throw context.bail() }
 }

@@ -6,14 +6,17 @@ import Foundation
 /// pthread mutexes: on Linux it does not see the futex-based `Mutex` lock and unlock, and
 /// reports every access guarded by one as a race, which would hide real ones.
 package struct Locked<Value> {
-    private let buffer: LockedBuffer<Value>
+    @usableFromInline let buffer: LockedBuffer<Value>
 
+    /// A lock around `value`.
+    @inlinable
     package init(_ value: Value) {
         buffer = LockedBuffer.make(value)
     }
 
-    /// Runs `body` with exclusive access to the value.
-    @inline(__always)
+    /// Runs `body` with exclusive access to the value. Inlinable, so that callers in every
+    /// layer get it specialized.
+    @inlinable @inline(__always)
     package func withLock<Result, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {
@@ -26,6 +29,7 @@ extension Locked: @unchecked Sendable where Value: Sendable {}
 
 /// The storage of `Locked`: the value as the header, one mutex as the element.
 package final class LockedBuffer<Value>: ManagedBuffer<Value, pthread_mutex_t> {
+    @inlinable
     package static func make(_ value: Value) -> LockedBuffer<Value> {
         let buffer = create(minimumCapacity: 1) { _ in value }
         buffer.withUnsafeMutablePointerToElements { mutex in
@@ -35,7 +39,7 @@ package final class LockedBuffer<Value>: ManagedBuffer<Value, pthread_mutex_t> {
         return unsafeDowncast(buffer, to: LockedBuffer<Value>.self)
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     package func withLock<Result, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {
