@@ -23,7 +23,7 @@ package struct ResponseHeadParser: Sendable {
     /// The most bytes of header lines read for one request, CRLFs included: every head (interim
     /// 1xx heads too) and the trailers of a chunked body. libcurl 7.88 stops at 300 KB with a
     /// receive error; this lower limit is checked first, so the failure says what happened.
-    package static let maximumHeadBytes = 256 * 1024
+    static let maximumHeadBytes = 256 * 1024
 
     /// What one line did to the head.
     package enum LineResult {

@@ -6,18 +6,18 @@ import Foundation
 /// pauses the transfer (`CURL_READFUNC_PAUSE`) while none wait. The state is guarded by `state`.
 package final class StreamBodyBridge: Sendable {
     private struct State {
-        package var chunks: [Data] = []
-        package var firstOffset = 0
-        package var buffered = 0
-        package var finished = false
-        package var failure: CourierError?
-        package var started = false
-        package var cancelled = false
-        package var spaceWaiter: CheckedContinuation<Void, Never>?
-        package var onReadable: (@Sendable () -> Void)?
-        package var readerWaiting = false
+        var chunks: [Data] = []
+        var firstOffset = 0
+        var buffered = 0
+        var finished = false
+        var failure: CourierError?
+        var started = false
+        var cancelled = false
+        var spaceWaiter: CheckedContinuation<Void, Never>?
+        var onReadable: (@Sendable () -> Void)?
+        var readerWaiting = false
         /// The most bytes ever waiting, for tests of the bound.
-        package var largestBuffered = 0
+        var largestBuffered = 0
     }
 
     private let state = Locked(State())
@@ -39,7 +39,7 @@ package final class StreamBodyBridge: Sendable {
     }
 
     /// The most bytes that ever waited to be sent.
-    package var largestBuffered: Int { state.withLock { $0.largestBuffered } }
+    var largestBuffered: Int { state.withLock { $0.largestBuffered } }
 
     /// Starts pulling from the sequence (once, on the first read).
     package func startIfNeeded() {

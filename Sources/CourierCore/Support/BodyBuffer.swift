@@ -15,7 +15,7 @@ package struct BodyBuffer: ~Copyable {
         free(storage)
     }
 
-    package var isEmpty: Bool { count == 0 }
+    var isEmpty: Bool { count == 0 }
 
     /// Makes room for at least `minimumCapacity` bytes in all.
     package mutating func reserve(_ minimumCapacity: Int) {
