@@ -8,11 +8,11 @@ package struct CachedResponse: Sendable {
     package var key: String
     package var response: HTTPResponse
     package var body: Data
-    package var requestTime: Date
-    package var responseTime: Date
+    var requestTime: Date
+    var responseTime: Date
     /// The request's values of the headers `Vary` lists (lower-case names; nil when absent).
-    package var varying: [String: String?]
-    package var lifetimeOverride: Double?
+    var varying: [String: String?]
+    var lifetimeOverride: Double?
 
     /// The statuses a response may be stored with (RFC 9110 section 15.1, heuristically
     /// cacheable ones).
@@ -40,29 +40,29 @@ package struct CachedResponse: Sendable {
 
     /// What a cache file holds before the body: JSON, with the header fields as
     /// `[name, value]` pairs in order.
-    package struct Record: Codable {
-        package var key: String
-        package var status: Int
-        package var reason: String
-        package var headers: [[String]]
-        package var requestTime: Date
-        package var responseTime: Date
-        package var varying: [String: String?]
-        package var lifetimeOverride: Double?
+    struct Record: Codable {
+        var key: String
+        var status: Int
+        var reason: String
+        var headers: [[String]]
+        var requestTime: Date
+        var responseTime: Date
+        var varying: [String: String?]
+        var lifetimeOverride: Double?
         /// The body's length, so that a file cut short (files are not synced to disk, and a
         /// power loss can truncate one) reads as corrupt, never as a shorter body. Absent in
         /// files written before it existed.
-        package var bodyLength: Int?
+        var bodyLength: Int?
     }
 
-    package var record: Record {
+    var record: Record {
         Record(
             key: key, status: response.status.code, reason: response.status.reasonPhrase,
             headers: response.headerFields.map { [$0.name.rawName, $0.value] }, requestTime: requestTime,
             responseTime: responseTime, varying: varying, lifetimeOverride: lifetimeOverride, bodyLength: body.count)
     }
 
-    package init(record: Record, body: Data) {
+    init(record: Record, body: Data) {
         var fields = HTTPFields()
         for pair in record.headers where pair.count == 2 {
             if let name = HTTPField.Name(pair[0]) { fields.append(HTTPField(name: name, value: pair[1])) }
@@ -77,7 +77,7 @@ package struct CachedResponse: Sendable {
     }
 
     /// Approximately the bytes the entry takes: its body and header fields.
-    package var size: Int64 {
+    var size: Int64 {
         Int64(
             body.count + 512 + response.headerFields.reduce(0) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count }
         )

@@ -109,10 +109,10 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The end of year 9999, in seconds since 1970: the latest expiry kept.
-    package static let latestExpiry: TimeInterval = 253_402_300_799
+    static let latestExpiry: TimeInterval = 253_402_300_799
 
     /// Whether `text` has a C0 control character (tab included) or DEL.
-    package static func hasControl<Text: StringProtocol>(_ text: Text) -> Bool {
+    static func hasControl<Text: StringProtocol>(_ text: Text) -> Bool {
         text.utf8.contains { $0 < 0x20 || $0 == 0x7F }
     }
 

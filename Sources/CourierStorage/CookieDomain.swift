@@ -36,7 +36,7 @@ package enum CookieDomain {
 
     /// An IPv4 address in dotted form (also a truncated one such as `0.0.1`, which a host
     /// could be asked to set cookies for), or an IPv6 address.
-    package static func isIPAddress(_ host: String) -> Bool {
+    static func isIPAddress(_ host: String) -> Bool {
         if host.contains(":") { return true }
         let labels = host.split(separator: ".", omittingEmptySubsequences: false)
         return !labels.isEmpty && labels.allSatisfy { !$0.isEmpty && $0.allSatisfy(\.isASCIIDigit) }

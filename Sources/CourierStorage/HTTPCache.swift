@@ -19,24 +19,24 @@ import Logging
 /// of a plausible size.
 public final class HTTPCache: Sendable {
     private struct IndexEntry: Codable {
-        package var file: String
-        package var size: Int64
-        package var lastUse: Date
+        var file: String
+        var size: Int64
+        var lastUse: Date
         /// Which store wrote the file (in this process; not saved): a file read while a newer
         /// one was stored is not kept in memory.
-        package var version: UInt64 = 0
+        var version: UInt64 = 0
 
-        package enum CodingKeys: String, CodingKey { case file, size, lastUse }
+        enum CodingKeys: String, CodingKey { case file, size, lastUse }
     }
 
     private struct State {
-        package var index: [String: IndexEntry] = [:]
+        var index: [String: IndexEntry] = [:]
         /// Decoded entries: every entry of a cache in memory; for a cache on disk, the
         /// recently used ones, within `memoryCapacity`, so a hit costs no file read.
-        package var memory: [String: CachedResponse] = [:]
-        package var memoryTotal: Int64 = 0
-        package var total: Int64 = 0
-        package var versions: UInt64 = 0
+        var memory: [String: CachedResponse] = [:]
+        var memoryTotal: Int64 = 0
+        var total: Int64 = 0
+        var versions: UInt64 = 0
     }
 
     private let directory: URL?
