@@ -32,20 +32,20 @@ package protocol BodyReader: AnyObject {
 }
 
 extension BodyReader {
-    package func close() {}
+    func close() {}
 }
 
 /// An in-memory body.
-package final class DataBodyReader: BodyReader {
+final class DataBodyReader: BodyReader {
     private let data: Data
     private var offset = 0
-    package var onReadable: (@Sendable () -> Void)?
+    var onReadable: (@Sendable () -> Void)?
 
-    package init(_ data: Data) {
+    init(_ data: Data) {
         self.data = data
     }
 
-    package func read(into buffer: UnsafeMutableRawBufferPointer) -> BodyRead {
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> BodyRead {
         let count = min(buffer.count, data.count - offset)
         guard count > 0 else { return .bytes(0) }
         data.withUnsafeBytes { bytes in
@@ -55,7 +55,7 @@ package final class DataBodyReader: BodyReader {
         return .bytes(count)
     }
 
-    package func rewind() -> Bool {
+    func rewind() -> Bool {
         offset = 0
         return true
     }
@@ -63,7 +63,7 @@ package final class DataBodyReader: BodyReader {
 
 /// A body made of segments: data, file ranges (read with `pread`, opened on first use) and
 /// streams of known length.
-package final class SegmentBodyReader: BodyReader {
+final class SegmentBodyReader: BodyReader {
     private let segments: [BodySegment]
     private var index = 0
     private var offsetInSegment: Int64 = 0
@@ -71,13 +71,13 @@ package final class SegmentBodyReader: BodyReader {
     private var streamReaders: [Int: StreamBodyReader] = [:]
     /// The file segment whose reads were last placed (`leadToPlaceReads`).
     private var placedSegment = -1
-    package var onReadable: (@Sendable () -> Void)?
+    var onReadable: (@Sendable () -> Void)?
 
-    package init(_ segments: [BodySegment]) {
+    init(_ segments: [BodySegment]) {
         self.segments = segments
     }
 
-    package func read(into buffer: UnsafeMutableRawBufferPointer) -> BodyRead {
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> BodyRead {
         var written = 0
         while written < buffer.count, index < segments.count {
             let segment = segments[index]
@@ -174,7 +174,7 @@ package final class SegmentBodyReader: BodyReader {
         return fd
     }
 
-    package func rewind() -> Bool {
+    func rewind() -> Bool {
         guard streamReaders.isEmpty else { return false }
         index = 0
         offsetInSegment = 0
@@ -182,7 +182,7 @@ package final class SegmentBodyReader: BodyReader {
         return true
     }
 
-    package func close() {
+    func close() {
         for fd in descriptors.values { Foundation.close(fd) }
         descriptors.removeAll()
     }
@@ -194,28 +194,28 @@ package final class SegmentBodyReader: BodyReader {
 
 
 /// Reads a `StreamBodyBridge`.
-package final class StreamBodyReader: BodyReader {
+final class StreamBodyReader: BodyReader {
     private let bridge: StreamBodyBridge
-    package var onReadable: (@Sendable () -> Void)?
+    var onReadable: (@Sendable () -> Void)?
 
-    package init(_ bridge: StreamBodyBridge) {
+    init(_ bridge: StreamBodyBridge) {
         self.bridge = bridge
     }
 
-    package func read(into buffer: UnsafeMutableRawBufferPointer) -> BodyRead {
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> BodyRead {
         bridge.startIfNeeded()
         return bridge.take(into: buffer, onReadable: onReadable)
     }
 
-    package func rewind() -> Bool { false }
+    func rewind() -> Bool { false }
 
-    package func close() {
+    func close() {
         bridge.cancel()
     }
 }
 
 /// Compresses another reader's bytes with gzip as they are sent.
-package final class GzipBodyReader: BodyReader {
+final class GzipBodyReader: BodyReader {
     private let source: BodyReader
     private var gzip: OpaquePointer?
     private var input: UnsafeMutableRawBufferPointer
@@ -223,11 +223,11 @@ package final class GzipBodyReader: BodyReader {
     private var inputEnd = 0
     private var sourceFinished = false
     private var done = false
-    package var onReadable: (@Sendable () -> Void)? {
+    var onReadable: (@Sendable () -> Void)? {
         didSet { source.onReadable = onReadable }
     }
 
-    package init(_ source: BodyReader) {
+    init(_ source: BodyReader) {
         self.source = source
         self.input = .allocate(byteCount: 64 << 10, alignment: 16)
         self.gzip = courier_gzip_create(6)
@@ -238,7 +238,7 @@ package final class GzipBodyReader: BodyReader {
         input.deallocate()
     }
 
-    package func read(into buffer: UnsafeMutableRawBufferPointer) -> BodyRead {
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> BodyRead {
         guard let gzip else { return .failed(.serializationFailed(.init(message: "zlib could not start"))) }
         if done { return .bytes(0) }
         while true {
@@ -264,7 +264,7 @@ package final class GzipBodyReader: BodyReader {
         }
     }
 
-    package func rewind() -> Bool {
+    func rewind() -> Bool {
         guard source.rewind() else { return false }
         courier_gzip_free(gzip)
         gzip = courier_gzip_create(6)
@@ -275,7 +275,7 @@ package final class GzipBodyReader: BodyReader {
         return true
     }
 
-    package func close() {
+    func close() {
         source.close()
     }
 }

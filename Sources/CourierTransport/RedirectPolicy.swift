@@ -7,11 +7,11 @@ import HTTPTypes
 /// URLSession do).
 package enum RedirectPolicy {
     /// Headers that describe the body: dropped when the body is.
-    package static let bodyHeaders: [HTTPField.Name] = [.contentType, .contentEncoding, .contentLanguage, .contentLocation]
+    static let bodyHeaders: [HTTPField.Name] = [.contentType, .contentEncoding, .contentLanguage, .contentLocation]
     /// Headers the caller set for the first origin: credentials, and a `Host` that names it
     /// (which, sent to another server, would ask it for the first one's site). Never sent to
     /// another origin, as curl drops them.
-    package static let originHeaders: [HTTPField.Name] = [
+    static let originHeaders: [HTTPField.Name] = [
         .authorization, .cookie, .proxyAuthorization, HTTPField.Name("Host")!,
     ]
 
@@ -61,12 +61,12 @@ package enum RedirectPolicy {
         return next
     }
 
-    package static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
+    static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
         a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased()
             && effectivePort(a) == effectivePort(b)
     }
 
-    package static func effectivePort(_ url: URL) -> Int? {
+    static func effectivePort(_ url: URL) -> Int? {
         url.port ?? (url.scheme?.lowercased() == "https" ? 443 : url.scheme?.lowercased() == "http" ? 80 : nil)
     }
 }

@@ -38,11 +38,11 @@ public struct TransferProgress: Sendable, Hashable, CustomStringConvertible {
 /// the only writer. The state is guarded by the `state` lock.
 package final class ProgressReporter: Sendable {
     private struct State {
-        package var latest = TransferProgress(completedBytes: 0, totalBytes: nil)
-        package var finished = false
-        package var lastPublished: UInt64 = 0
-        package var nextID = 0
-        package var subscribers: [Int: AsyncStream<TransferProgress>.Continuation] = [:]
+        var latest = TransferProgress(completedBytes: 0, totalBytes: nil)
+        var finished = false
+        var lastPublished: UInt64 = 0
+        var nextID = 0
+        var subscribers: [Int: AsyncStream<TransferProgress>.Continuation] = [:]
     }
 
     private let state = Locked(State())
@@ -111,7 +111,7 @@ package final class ProgressReporter: Sendable {
     }
 
     /// The most recent value.
-    package var latest: TransferProgress { state.withLock { $0.latest } }
+    var latest: TransferProgress { state.withLock { $0.latest } }
 }
 
 /// The two progress reporters of a task, made with the task so that streams can be taken

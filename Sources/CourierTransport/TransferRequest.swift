@@ -46,7 +46,7 @@ package struct TransferRequest: Sendable {
 
 /// A credential for the server, and the origin (scheme, host and port) it may be sent to.
 package struct ScopedCredential: Sendable {
-    package var origin: ProtectionSpace
+    var origin: ProtectionSpace
     package var credential: Credential
 
     /// `credential` for the origin of `url`; nil when `url` has none.
@@ -119,11 +119,11 @@ public enum HTTPVersionPreference: Sendable, Hashable {
 /// What a finished transfer produced.
 package struct TransferOutput: Sendable {
     /// The request of the final hop (after redirects).
-    package var request: HTTPRequest
+    var request: HTTPRequest
     /// The recorded response head; turned into an `HTTPResponse` on the caller's side.
     package var head: ResponseHeadParser
-    package var body: Data
-    package var metrics: TransferMetrics
+    var body: Data
+    var metrics: TransferMetrics
 
     /// The output of a finished transfer.
     package init(request: HTTPRequest, head: ResponseHeadParser, body: Data, metrics: TransferMetrics) {
