@@ -15,7 +15,7 @@ package final class BandwidthBucket {
     private var tokens: Double
     private var updated: UInt64
 
-    package init(bytesPerSecond: Int64) {
+    init(bytesPerSecond: Int64) {
         rate = Double(max(1, bytesPerSecond))
         capacity = max(rate / 4, 16_384)
         tokens = 0
@@ -29,7 +29,7 @@ package final class BandwidthBucket {
     }
 
     /// Takes `count` bytes' worth if any tokens are left.
-    package func take(_ count: Int) -> Bool {
+    func take(_ count: Int) -> Bool {
         refill()
         guard tokens > 0 else { return false }
         tokens -= Double(count)
@@ -37,12 +37,12 @@ package final class BandwidthBucket {
     }
 
     /// Gives back what was taken but not used.
-    package func refund(_ count: Int) {
+    func refund(_ count: Int) {
         tokens = min(capacity, tokens + Double(count))
     }
 
     /// When the balance will be positive again.
-    package var readyTime: UInt64 {
+    var readyTime: UInt64 {
         refill()
         let deficit = max(0, -tokens) + 1
         return updated + UInt64(deficit / rate * 1e9)

@@ -17,7 +17,7 @@ import Logging
 /// fields, a numeric expiry, a host name for the domain, a path starting with `/`, no control
 /// characters, nothing a `Cookie` header could not carry) is dropped, and the count logged.
 package final class CookieEngine {
-    package let share: UnsafeMutableRawPointer
+    let share: UnsafeMutableRawPointer
     private let utility: UnsafeMutableRawPointer
     private let locks: UnsafeMutablePointer<pthread_mutex_t>
     private let jar: URL?
@@ -25,11 +25,11 @@ package final class CookieEngine {
     private var lastWritten: String?
     private let policy: CookieAcceptPolicy
 
-    package static let lockCount = Int(CURL_LOCK_DATA_LAST.rawValue)
+    static let lockCount = Int(CURL_LOCK_DATA_LAST.rawValue)
 
     private let logger: Logger?
 
-    package init(jar: URL?, policy: CookieAcceptPolicy, logger: Logger? = nil) {
+    init(jar: URL?, policy: CookieAcceptPolicy, logger: Logger? = nil) {
         self.jar = jar
         self.logger = logger
         self.policy = policy
@@ -49,7 +49,7 @@ package final class CookieEngine {
     /// Releases the handles (after every easy handle has left the share). Every change was
     /// written when it happened; writing again here could replace a newer jar that another
     /// session wrote since.
-    package func close() {
+    func close() {
         curl_easy_cleanup(utility)
         curl_share_cleanup(share)
         for index in 0..<Self.lockCount { pthread_mutex_destroy(locks + index) }
@@ -57,7 +57,7 @@ package final class CookieEngine {
     }
 
     /// Turns cookie handling on for a transfer's easy handle.
-    package func attach(_ easy: UnsafeMutableRawPointer) {
+    func attach(_ easy: UnsafeMutableRawPointer) {
         courier_easy_setopt_share(easy, share)
         courier_easy_setopt_string(easy, CURLOPT_COOKIEFILE, "")
     }
@@ -131,7 +131,7 @@ package final class CookieEngine {
     /// Applies the accept policy to the cookies a response from `url` just set, then saves
     /// them. libcurl has already stored them by the time the response is over; the ones the
     /// policy refuses are taken out again.
-    package func responseSetCookies(_ values: [String], from url: URL) {
+    func responseSetCookies(_ values: [String], from url: URL) {
         guard !values.isEmpty else { return }
         if policy != .always {
             let host = url.host?.lowercased() ?? ""
@@ -149,7 +149,7 @@ package final class CookieEngine {
     // MARK: The jar file
 
     /// The largest jar file read (far more than any browser keeps).
-    package static let jarLimit = 16 << 20
+    static let jarLimit = 16 << 20
 
     private func load() {
         guard let jar,
@@ -184,7 +184,7 @@ package final class CookieEngine {
     /// Whether a cookie read from the jar is one a server could have set: a domain of host-name
     /// characters, a path starting with `/`, a name and value without control characters or
     /// `;` (which would end them in a `Cookie` header), a name without `=` or white space.
-    package static func isWellFormed(_ cookie: Cookie) -> Bool {
+    static func isWellFormed(_ cookie: Cookie) -> Bool {
         func plain(_ text: String, refusing refused: String) -> Bool {
             text.unicodeScalars.allSatisfy {
                 $0.value >= 0x20 && $0.value != 0x7F && !refused.unicodeScalars.contains($0)

@@ -26,7 +26,7 @@ import Logging
 /// `@unchecked Sendable`: `inbox` is guarded by its lock (which also orders closing the eventfd
 /// with the last signal); every other `var` is touched only on the engine thread.
 package final class CurlDriver: @unchecked Sendable {
-    package enum Command {
+    enum Command {
         /// Runs on the engine thread (cookie store operations).
         case run(@Sendable (CurlDriver) -> Void)
         case add(Transfer)
@@ -43,28 +43,28 @@ package final class CurlDriver: @unchecked Sendable {
     }
 
     /// A transfer's result and the continuations waiting for it.
-    package typealias Delivery = (
+    typealias Delivery = (
         result: Result<TransferOutput, any Error>, waiters: [UnsafeContinuation<TransferOutput, any Error>]
     )
 
     private struct Inbox {
-        package var commands: [Command] = []
+        var commands: [Command] = []
         /// A wakeup is pending (or the loop has not polled since the last one).
-        package var signalled = false
-        package var shuttingDown = false
+        var signalled = false
+        var shuttingDown = false
         /// The eventfd that wakes the loop; -1 once closed by `tearDown`.
-        package var wakeFD: Int32
+        var wakeFD: Int32
     }
 
     package struct Limits: Sendable {
-        package var maximumConnectionsPerHost = 6
-        package var maximumTotalConnections = 0
+        var maximumConnectionsPerHost = 6
+        var maximumTotalConnections = 0
         /// Transfers on the multi handle at once; further ones wait their turn. 0: no limit.
-        package var maximumConcurrentTransfers = 0
+        var maximumConcurrentTransfers = 0
         /// Bytes per second shared by every transfer of the session, both directions; nil: none.
-        package var maximumBytesPerSecond: Int64?
+        var maximumBytesPerSecond: Int64?
         /// The cookie engine: nil for none (no transfer of the session handles cookies).
-        package var cookies: CookieSettings?
+        var cookies: CookieSettings?
 
         /// Enough idle connections for every host the session talks to at full width, up to
         /// the total limit when there is one.
@@ -79,7 +79,7 @@ package final class CurlDriver: @unchecked Sendable {
             self.cookies = cookies
         }
 
-        package var idleConnectionCacheSize: Int {
+        var idleConnectionCacheSize: Int {
             maximumTotalConnections > 0
                 ? maximumTotalConnections : max(64, min(max(maximumConnectionsPerHost, 0), 1 << 20) * 8)
         }
@@ -87,10 +87,10 @@ package final class CurlDriver: @unchecked Sendable {
 
     package struct CookieSettings: Sendable {
         /// The cookie file of a default session; nil keeps cookies in memory.
-        package var jar: URL?
-        package var policy: CookieAcceptPolicy
+        var jar: URL?
+        var policy: CookieAcceptPolicy
         /// Hears of jar lines that were dropped.
-        package var logger: Logger?
+        var logger: Logger?
 
         package init(jar: URL?, policy: CookieAcceptPolicy, logger: Logger?) {
             self.jar = jar
@@ -153,7 +153,7 @@ package final class CurlDriver: @unchecked Sendable {
 
     /// Queues a command for the engine thread. Returns false once the driver is shutting down.
     @discardableResult
-    package func submit(_ command: Command) -> Bool {
+    func submit(_ command: Command) -> Bool {
         // The wakeup is written under the lock: `tearDown` closes the eventfd under the same
         // lock, so a wakeup never reaches a closed (or reused) descriptor.
         inbox.withLock { inbox in
@@ -258,7 +258,7 @@ package final class CurlDriver: @unchecked Sendable {
     /// thread; one turn often finishes dozens of transfers, and resuming them together wakes
     /// the pool once or twice instead of once per transfer (each a futex call and a context
     /// switch, on both sides). Engine thread.
-    package func deliver(
+    func deliver(
         _ result: Result<TransferOutput, any Error>, to waiters: [UnsafeContinuation<TransferOutput, any Error>]
     ) {
         guard !waiters.isEmpty else { return }
@@ -337,7 +337,7 @@ package final class CurlDriver: @unchecked Sendable {
     /// libcurl's parse of `url`, made once and shared by every transfer to it while it is in the
     /// cache (the 256 URLs requested last, roughly); nil when libcurl does not accept the URL.
     /// Engine thread.
-    package func parsedURL(for url: String) -> ParsedURL? {
+    func parsedURL(for url: String) -> ParsedURL? {
         // The same URL as the last request (an API client's common case): compared, not hashed.
         if let last = lastParsedURL, last.url == url { return last.parsed }
         if let parsed = parsedURLs[url] {
@@ -353,7 +353,7 @@ package final class CurlDriver: @unchecked Sendable {
     }
 
     /// Flushes `transfer`'s sink at the end of this turn. Engine thread.
-    package func scheduleFlush(_ transfer: Transfer) {
+    func scheduleFlush(_ transfer: Transfer) {
         flushes.append(transfer)
     }
 
@@ -367,7 +367,7 @@ package final class CurlDriver: @unchecked Sendable {
     }
 
     /// The bandwidth limit paused `transfer`: let it go on at `deadline`. Engine thread.
-    package func wake(_ transfer: Transfer, at deadline: UInt64) {
+    func wake(_ transfer: Transfer, at deadline: UInt64) {
         throttled.append((deadline, transfer))
     }
 
@@ -606,13 +606,13 @@ private let driverSocketCallback: curl_socket_callback = { easy, socket, what, u
 }
 
 /// CURLOPT_OPENSOCKETFUNCTION (set on every easy handle with the driver as its data).
-package let driverOpenSocketCallback: curl_opensocket_callback = { userdata, _, address in
+let driverOpenSocketCallback: curl_opensocket_callback = { userdata, _, address in
     let driver = Unmanaged<CurlDriver>.fromOpaque(userdata!).takeUnretainedValue()
     return driver.openSocket(address!)
 }
 
 /// CURLOPT_CLOSESOCKETFUNCTION (set on every easy handle with the driver as its data).
-package let driverCloseSocketCallback: curl_closesocket_callback = { userdata, socket in
+let driverCloseSocketCallback: curl_closesocket_callback = { userdata, socket in
     let driver = Unmanaged<CurlDriver>.fromOpaque(userdata!).takeUnretainedValue()
     return driver.closeSocket(socket)
 }

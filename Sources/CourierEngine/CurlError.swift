@@ -10,7 +10,7 @@ extension CourierError {
     /// `detail` is libcurl's own message from `CURLOPT_ERRORBUFFER` when it wrote one
     /// (libcurl-errors(3) lists the codes). `stage` tells apart the codes libcurl also uses for
     /// a reply it cannot read.
-    package static func fromCurl(
+    static func fromCurl(
         _ code: CURLcode, detail: String, context: Context, stage: ResponseStage = .other
     ) -> CourierError {
         var context = context
@@ -89,7 +89,7 @@ extension CourierError {
 
     /// How far the response had come when libcurl failed. Some of libcurl's codes mean a reply
     /// it cannot read once the request has gone out, and something else before.
-    package enum ResponseStage: Equatable {
+    enum ResponseStage: Equatable {
         /// The request had not gone out, or the response head had arrived whole.
         case other
         /// The request had gone out and the head had not arrived whole. `sawContentLength`:

@@ -9,7 +9,7 @@ package enum CurlRuntime {
     /// `curl_global_init` runs once, before the first handle is made (thread-safe in libcurl 7.84+
     /// builds with the `threadsafe` feature, which Debian's has; Swift's lazy `static let` is
     /// itself once-only). libcurl's large buffers are page-aligned (`courier_global_init`).
-    package static let initialized: Bool = {
+    static let initialized: Bool = {
         courier_global_init() == CURLE_OK
     }()
 
@@ -18,5 +18,5 @@ package enum CurlRuntime {
 
     /// The content encodings libcurl decodes, as it lists them in `Accept-Encoding`
     /// (`deflate, gzip, br, zstd` for Debian's); empty when none.
-    package static let contentEncodings = String(cString: courier_content_encodings())
+    static let contentEncodings = String(cString: courier_content_encodings())
 }

@@ -11,13 +11,13 @@ import CourierTransport
 /// Every other handle is reset (`curl_easy_reset`) before reuse, so no option leaks from one
 /// transfer into the next. A reset keeps a handle's share (and so its cookies), so a handle
 /// that has joined the cookie share is only reused for transfers that handle cookies.
-package struct EasyHandlePool {
+struct EasyHandlePool {
     private var clean: [(handle: UnsafeMutableRawPointer, options: TransferOptions)] = []
     private var dirty: [(handle: UnsafeMutableRawPointer, sharesCookies: Bool)] = []
     private static let limit = 256
 
     /// A handle for `transfer`; sets `transfer.handleIsClean` for `configure`.
-    package mutating func take(for transfer: Transfer) -> UnsafeMutableRawPointer {
+    mutating func take(for transfer: Transfer) -> UnsafeMutableRawPointer {
         if transfer.hop.isPlain, let last = clean.last, last.options == transfer.current.options {
             clean.removeLast()
             transfer.handleIsClean = true
@@ -38,7 +38,7 @@ package struct EasyHandlePool {
         return curl_easy_init()!
     }
 
-    package mutating func giveBack(_ handle: UnsafeMutableRawPointer, after transfer: Transfer) {
+    mutating func giveBack(_ handle: UnsafeMutableRawPointer, after transfer: Transfer) {
         guard clean.count + dirty.count < Self.limit else {
             curl_easy_cleanup(handle)
             return
@@ -50,7 +50,7 @@ package struct EasyHandlePool {
         }
     }
 
-    package mutating func removeAll() {
+    mutating func removeAll() {
         for entry in clean { curl_easy_cleanup(entry.handle) }
         for entry in dirty { curl_easy_cleanup(entry.handle) }
         clean.removeAll()

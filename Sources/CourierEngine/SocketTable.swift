@@ -9,17 +9,17 @@ import CourierTransport
 /// Indexed by the descriptor itself: descriptors are small numbers that the kernel reuses
 /// lowest first, so the table stays as long as the most sockets open at once, and a lookup
 /// (two per request, in the loop and in the socket callback) costs no hashing.
-package struct SocketTable {
-    package struct Entry: Equatable {
+struct SocketTable {
+    struct Entry: Equatable {
         /// The interest the socket is registered with in the epoll set; nil when it is not.
-        package var interest: Int32?
-        package var parked = false
-        package var isConnection = false
+        var interest: Int32?
+        var parked = false
+        var isConnection = false
     }
 
     private var entries: [Entry] = []
 
-    package subscript(socket: Int32) -> Entry {
+    subscript(socket: Int32) -> Entry {
         get { socket >= 0 && Int(socket) < entries.count ? entries[Int(socket)] : Entry() }
         set {
             guard socket >= 0 else { return }

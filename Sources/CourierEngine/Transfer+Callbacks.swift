@@ -10,25 +10,25 @@ import HTTPTypes
 // handle) and runs on the engine thread, inside `curl_multi_socket_action` or `curl_easy_pause`.
 
 /// CURLOPT_WRITEFUNCTION: body bytes, already content-decoded by libcurl.
-package let transferWriteCallback: curl_write_callback = { buffer, size, count, userdata in
+let transferWriteCallback: curl_write_callback = { buffer, size, count, userdata in
     let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
     return transfer.receiveBody(UnsafeRawBufferPointer(start: buffer, count: size * count))
 }
 
 /// CURLOPT_HEADERFUNCTION: one header line at a time, status lines and blank lines included.
-package let transferHeaderCallback: curl_write_callback = { buffer, size, count, userdata in
+let transferHeaderCallback: curl_write_callback = { buffer, size, count, userdata in
     let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
     return transfer.receiveHeaderLine(UnsafeRawBufferPointer(start: buffer, count: size * count))
 }
 
 /// CURLOPT_READFUNCTION: request body bytes, on demand.
-package let transferReadCallback: curl_read_callback = { buffer, size, count, userdata in
+let transferReadCallback: curl_read_callback = { buffer, size, count, userdata in
     let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
     return transfer.sendBody(UnsafeMutableRawBufferPointer(start: buffer, count: size * count))
 }
 
 /// CURLOPT_SEEKFUNCTION: libcurl wants to send the body again from the start.
-package let transferSeekCallback: curl_seek_callback = { userdata, offset, origin in
+let transferSeekCallback: curl_seek_callback = { userdata, offset, origin in
     let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
     guard offset == 0, origin == SEEK_SET, let reader = transfer.bodyReader, reader.rewind() else {
         return courier_seekfunc_cantseek
@@ -44,10 +44,10 @@ private let redirectStatuses: Set<Int> = [301, 302, 303, 307, 308]
 /// end keeps the connection for the next hop; a longer one, or one that never ends, is not
 /// worth the wait (a hostile server can stream one forever): the hop ends at this point, its
 /// connection is closed, and the redirect is followed all the same.
-package let redirectBodyLimit = 16 << 10
+let redirectBodyLimit = 16 << 10
 
 extension Transfer {
-    package func receiveHeaderLine(_ line: UnsafeRawBufferPointer) -> Int {
+    func receiveHeaderLine(_ line: UnsafeRawBufferPointer) -> Int {
         switch head.consume(line) {
         case .partial:
             return line.count
@@ -76,7 +76,7 @@ extension Transfer {
         return line.count
     }
 
-    package func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {
+    func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {
         if discardingBody { return discardRedirectBody(bytes.count) }
         if !admit(bytes.count) {
             pause.receiveThrottled = true
@@ -111,7 +111,7 @@ extension Transfer {
         return count == 0 ? 1 : 0  // any other count ends the hop with CURLE_WRITE_ERROR
     }
 
-    package func sendBody(_ buffer: UnsafeMutableRawBufferPointer) -> Int {
+    func sendBody(_ buffer: UnsafeMutableRawBufferPointer) -> Int {
         guard let reader = bodyReader else { return 0 }
         if !admit(buffer.count) {
             pause.sendThrottled = true

@@ -10,7 +10,7 @@ extension Transfer {
     ///
     /// A clean handle (see `EasyHandlePool`) already carries the session-wide options and
     /// gets only the per-request ones; any other handle is fresh or reset and gets all.
-    package func configure(_ easy: UnsafeMutableRawPointer) throws(CourierError) {
+    func configure(_ easy: UnsafeMutableRawPointer) throws(CourierError) {
         EngineThread.check(driver, "Transfer.configure")
         if !handleIsClean { configureCommonOptions(easy, current.options) }
         let request = current
@@ -164,7 +164,7 @@ extension Transfer {
 }
 
 extension HTTPVersionPreference {
-    package var curlValue: Int {
+    var curlValue: Int {
         switch self {
         case .http1_1: CURL_HTTP_VERSION_1_1
         case .http2OverTLS: CURL_HTTP_VERSION_2TLS
@@ -178,10 +178,10 @@ extension Duration {
     /// The longest timeout handed to libcurl: `Int32.max` milliseconds, about 24.8 days. Longer
     /// ones (`.seconds(Int64.max)` means "never") are clamped to it; libcurl's own timer
     /// arithmetic, and the driver's in nanoseconds, stay far from overflowing.
-    package static let longestCurlTimeout = Duration.milliseconds(Int32.max)
+    static let longestCurlTimeout = Duration.milliseconds(Int32.max)
 
     /// Whole milliseconds, saturating at `Int.min` and `Int.max` instead of trapping.
-    package var milliseconds: Int {
+    var milliseconds: Int {
         let (seconds, attoseconds) = components
         let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1000)
         guard !overflow else { return seconds < 0 ? .min : .max }
@@ -192,20 +192,20 @@ extension Duration {
 
     /// Milliseconds for a libcurl timeout option: at least 1 (zero or negative means "at
     /// once"; libcurl would read 0 as its own default) and at most `longestCurlTimeout`.
-    package var curlMilliseconds: Int {
+    var curlMilliseconds: Int {
         min(max(milliseconds, 1), Int(Int32.max))
     }
 
     /// Whole seconds, rounded up, for libcurl's options in seconds: at least 1, at most
     /// `longestCurlTimeout`.
-    package var curlSeconds: Int {
+    var curlSeconds: Int {
         let limit = Int(Int32.max) / 1000
         let (seconds, attoseconds) = components
         guard seconds < limit else { return limit }
         return min(max(Int(seconds) + (attoseconds > 0 ? 1 : 0), 1), limit)
     }
 
-    package init(microseconds: Int64) {
+    init(microseconds: Int64) {
         self = .microseconds(microseconds)
     }
 }

@@ -12,74 +12,74 @@ import HTTPTypes
 /// `Locked`) guards the state machine, the result and the waiters; every other `var` is touched
 /// only on the engine thread, between `CurlDriver.add` and `CurlDriver.detach`, and read by
 /// nobody else until the result is published through `lifecycle`.
-package final class Transfer: @unchecked Sendable {
+final class Transfer: @unchecked Sendable {
     private struct Lifecycle {
-        package var machine = TransferStateMachine()
-        package var result: Result<TransferOutput, any Error>?
-        package var waiters: [UnsafeContinuation<TransferOutput, any Error>] = []
+        var machine = TransferStateMachine()
+        var result: Result<TransferOutput, any Error>?
+        var waiters: [UnsafeContinuation<TransferOutput, any Error>] = []
     }
 
-    package let driver: CurlDriver
+    let driver: CurlDriver
     /// The URL the transfer was made for (its first hop).
-    package let requestURL: String
+    let requestURL: String
     /// Progress reporters, when somebody can watch them (task objects); nil for plain calls.
-    package let reporters: TransferReporters?
+    let reporters: TransferReporters?
     private let lifecycle = Locked(Lifecycle())
 
     // MARK: Engine-thread state (`@EngineConfined`: checked in debug builds)
 
     /// The easy handle while the transfer is on the multi handle.
-    @EngineConfined package var easy: UnsafeMutableRawPointer?
+    @EngineConfined var easy: UnsafeMutableRawPointer?
     /// Where the driver's list of active transfers holds this one; -1 when it does not.
-    @EngineConfined package var activeIndex = -1
+    @EngineConfined var activeIndex = -1
     /// The handle last ran a plain transfer with the same options: only per-request options
     /// need setting (see `EasyHandlePool`).
-    @EngineConfined package var handleIsClean = false
+    @EngineConfined var handleIsClean = false
     /// The request of the current hop (redirects change URL, method, body and some headers).
-    @EngineConfined package var current: TransferRequest {
+    @EngineConfined var current: TransferRequest {
         didSet { hop = HopSettings(current) }
     }
     /// What the callbacks need of `current`, copied out so the hot path touches no strings.
     @EngineConfined package private(set) var hop: HopSettings
     /// `CURLOPT_URL` and `CURLOPT_HTTPHEADER` of the current hop, built on the caller's thread
     /// for the first hop (curl_slist_append needs no handle) and on the driver for redirects.
-    @EngineConfined package var prepared: PreparedHop
+    @EngineConfined var prepared: PreparedHop
     /// libcurl's parse of `prepared.url` (`CURLOPT_CURLU`), held while the easy handle may read
     /// it: from `configure` until the driver detaches the transfer.
-    @EngineConfined package var parsedURL: ParsedURL?
-    @EngineConfined package var redirectCount = 0
-    @EngineConfined package var head = ResponseHeadParser()
+    @EngineConfined var parsedURL: ParsedURL?
+    @EngineConfined var redirectCount = 0
+    @EngineConfined var head = ResponseHeadParser()
     /// The current hop is a redirect whose body is thrown away.
-    @EngineConfined package var discardingBody = false
+    @EngineConfined var discardingBody = false
     /// Bytes of the redirect's body thrown away so far (see `redirectBodyLimit`).
-    @EngineConfined package var discardedBytes = 0
+    @EngineConfined var discardedBytes = 0
     /// The redirect's body was too long to read: the hop was ended early, on purpose, and its
     /// `CURLE_WRITE_ERROR` means "follow the redirect", not a failure.
-    @EngineConfined package var cutRedirectBody = false
+    @EngineConfined var cutRedirectBody = false
     /// Where the body of the final response goes.
-    package let sink: ResponseSink
-    @EngineConfined package var sinkEnded = false
+    let sink: ResponseSink
+    @EngineConfined var sinkEnded = false
     /// The sink has bytes held back for the driver's next flush.
-    @EngineConfined package var flushScheduled = false
+    @EngineConfined var flushScheduled = false
     /// Reads the request body of the current hop, when it is not sent from memory.
-    @EngineConfined package var bodyReader: BodyReader?
+    @EngineConfined var bodyReader: BodyReader?
     /// Why the transfer is paused, and what libcurl was last told.
-    @EngineConfined package var pause = PauseState()
-    @EngineConfined package var appliedPauseMask: Int32 = 0
+    @EngineConfined var pause = PauseState()
+    @EngineConfined var appliedPauseMask: Int32 = 0
     /// This transfer's own bandwidth limit. libcurl's `CURLOPT_MAX_RECV_SPEED_LARGE` checks
     /// the rate only between reads of up to a hundred buffers, far too coarse on a fast link,
     /// so the callbacks enforce it with a token bucket, as they do the session's limit.
-    @EngineConfined package var bandwidth: BandwidthBucket?
-    @EngineConfined package var receivedBytes: Int64 = 0
-    @EngineConfined package var sentBytes: Int64 = 0
-    @EngineConfined package var expectedBytes: Int64?
+    @EngineConfined var bandwidth: BandwidthBucket?
+    @EngineConfined var receivedBytes: Int64 = 0
+    @EngineConfined var sentBytes: Int64 = 0
+    @EngineConfined var expectedBytes: Int64?
     /// A failure found in a callback (e.g. the body grew past the limit), reported at the end.
-    @EngineConfined package var callbackFailure: CourierError?
+    @EngineConfined var callbackFailure: CourierError?
     /// Time spent on redirect hops before the current one.
-    @EngineConfined package var earlierHopsDuration: Duration = .zero
-    package let errorBuffer: UnsafeMutablePointer<CChar>
+    @EngineConfined var earlierHopsDuration: Duration = .zero
+    let errorBuffer: UnsafeMutablePointer<CChar>
 
-    package init(
+    init(
         request: TransferRequest, driver: CurlDriver, reporters: TransferReporters? = nil,
         sharedHeaders: HeaderList? = nil, sink: ResponseSink? = nil, maximumBytesPerSecond: Int64? = nil
     ) {
@@ -102,7 +102,7 @@ package final class Transfer: @unchecked Sendable {
     // MARK: Caller side
 
     /// Hands the transfer to the driver unless it was cancelled or suspended first.
-    package func start() {
+    func start() {
         let action = lifecycle.withLock { $0.machine.start() }
         if action == .enqueue { enqueue() }
     }
@@ -114,7 +114,7 @@ package final class Transfer: @unchecked Sendable {
     }
 
     /// Cancels; waiters get `CancellationError` now. Idempotent, callable from any thread.
-    package func cancel() {
+    func cancel() {
         let (action, waiters) = lifecycle.withLock {
             state -> (TransferStateMachine.CancelAction, [UnsafeContinuation<TransferOutput, any Error>]) in
             let action = state.machine.cancel()
@@ -130,13 +130,13 @@ package final class Transfer: @unchecked Sendable {
     }
 
     /// Pauses a running transfer in both directions, or holds one that has not started.
-    package func suspend() {
+    func suspend() {
         let action = lifecycle.withLock { $0.machine.suspend() }
         if action == .pause { _ = driver.submit(.suspend(self)) }
     }
 
     /// Undoes `suspend()`; starts the transfer if it was never started.
-    package func resume() {
+    func resume() {
         let action = lifecycle.withLock { $0.machine.resume() }
         switch action {
         case .enqueue: enqueue()
@@ -146,15 +146,15 @@ package final class Transfer: @unchecked Sendable {
     }
 
     /// Sets this transfer's bandwidth limit, in bytes per second (nil: none).
-    package func setMaximumBytesPerSecond(_ rate: Int64?) {
+    func setMaximumBytesPerSecond(_ rate: Int64?) {
         _ = driver.submit(.setRate(self, rate))
     }
 
-    package var isFinished: Bool { lifecycle.withLock { $0.machine.isFinished } }
+    var isFinished: Bool { lifecycle.withLock { $0.machine.isFinished } }
 
     /// Waits for the result. When `cancelsWithCaller`, cancelling the awaiting Swift task cancels
     /// the transfer.
-    package func value(cancelsWithCaller: Bool = true) async throws -> TransferOutput {
+    func value(cancelsWithCaller: Bool = true) async throws -> TransferOutput {
         if cancelsWithCaller {
             return try await withTaskCancellationHandler {
                 try await waitForResult()
@@ -180,12 +180,12 @@ package final class Transfer: @unchecked Sendable {
 
     // MARK: Driver side
 
-    package func driverWillAdd() -> TransferStateMachine.AddAction {
+    func driverWillAdd() -> TransferStateMachine.AddAction {
         lifecycle.withLock { $0.machine.driverWillAdd() }
     }
 
     /// Publishes the result, unless the caller cancelled first. Engine thread.
-    package func complete(with result: Result<TransferOutput, any Error>) {
+    func complete(with result: Result<TransferOutput, any Error>) {
         EngineThread.check(driver, "Transfer.complete")
         let waiters = lifecycle.withLock { state -> [UnsafeContinuation<TransferOutput, any Error>]? in
             guard state.machine.complete() == .deliver else { return nil }
@@ -201,7 +201,7 @@ package final class Transfer: @unchecked Sendable {
     }
 
     /// Resets the per-hop state before (re)adding the easy handle.
-    package func beginHop() {
+    func beginHop() {
         head.reset()
         discardingBody = false
         discardedBytes = 0
@@ -221,7 +221,7 @@ package final class Transfer: @unchecked Sendable {
     }
 
     /// Ends the sink once. Engine thread.
-    package func endSink(_ outcome: SinkOutcome) -> Data {
+    func endSink(_ outcome: SinkOutcome) -> Data {
         EngineThread.check(driver, "Transfer.endSink")
         guard !sinkEnded else { return Data() }
         sinkEnded = true
@@ -231,16 +231,16 @@ package final class Transfer: @unchecked Sendable {
 }
 
 /// The few facts about the current hop that libcurl's callbacks read for every chunk.
-package struct HopSettings {
-    package var followRedirects: Bool
-    package var isPlain: Bool
+struct HopSettings {
+    var followRedirects: Bool
+    var isPlain: Bool
     /// A HEAD request: responses carry no body, whatever their `Content-Length` says.
-    package var isHead: Bool
-    package var uploadLength: Int64?
+    var isHead: Bool
+    var uploadLength: Int64?
     /// HTTP/2 is possible: https (negotiated with ALPN), or HTTP/2 asked for over http.
-    package var mayMultiplex: Bool
+    var mayMultiplex: Bool
 
-    package init(_ request: TransferRequest) {
+    init(_ request: TransferRequest) {
         followRedirects = request.options.followRedirects
         isPlain = request.isPlain
         isHead = request.head.method == .head
@@ -255,18 +255,18 @@ package struct HopSettings {
 
 /// Why a transfer is paused. libcurl pauses a direction itself when a callback answers
 /// "pause"; the driver unpauses it (`curl_easy_pause`) once no reason is left.
-package struct PauseState {
+struct PauseState {
     /// `suspend()`: both directions.
-    package var suspended = false
+    var suspended = false
     /// A byte stream's consumer is behind.
-    package var receiveBackpressure = false
+    var receiveBackpressure = false
     /// Over the session's bandwidth limit.
-    package var receiveThrottled = false
+    var receiveThrottled = false
     /// The request body stream has nothing to send yet.
-    package var sendWaiting = false
-    package var sendThrottled = false
+    var sendWaiting = false
+    var sendThrottled = false
 
-    package var mask: Int32 {
+    var mask: Int32 {
         var mask: Int32 = 0
         if suspended || receiveBackpressure || receiveThrottled { mask |= Int32(CURLPAUSE_RECV) }
         if suspended || sendWaiting || sendThrottled { mask |= Int32(CURLPAUSE_SEND) }
@@ -281,10 +281,10 @@ package struct PauseState {
 /// normalised form back with its own `printf` (in libcurl 7.88, about 12,000 of the 91,000
 /// instructions a small GET costs it, measured with callgrind). Given this parse as well,
 /// it copies the parse instead; `CURLOPT_URL` is still set, as the text libcurl reports.
-package final class ParsedURL {
-    package let handle: OpaquePointer
+final class ParsedURL {
+    let handle: OpaquePointer
 
-    package init?(_ url: String) {
+    init?(_ url: String) {
         guard let handle = courier_url_parse(url) else { return nil }
         self.handle = handle
     }
@@ -295,11 +295,11 @@ package final class ParsedURL {
 }
 
 /// The URL string and header list of one hop, ready for `curl_easy_setopt`.
-package struct PreparedHop: Sendable {
-    package let url: String
-    package let headers: HeaderList
+struct PreparedHop: Sendable {
+    let url: String
+    let headers: HeaderList
 
-    package init(_ request: TransferRequest, sharedHeaders: HeaderList? = nil) {
+    init(_ request: TransferRequest, sharedHeaders: HeaderList? = nil) {
         url = request.urlString
         headers =
             sharedHeaders
@@ -315,13 +315,13 @@ package struct PreparedHop: Sendable {
 /// any thread may share one (the session's default headers are built once). It is freed when
 /// the last reference goes; an idle easy handle may still point at it, but libcurl reads
 /// `CURLOPT_HTTPHEADER` only while a transfer runs, and every transfer sets its own list first.
-package final class HeaderList: @unchecked Sendable {
-    package let list: UnsafeMutablePointer<curl_slist>?
+final class HeaderList: @unchecked Sendable {
+    let list: UnsafeMutablePointer<curl_slist>?
 
     /// The list for `fields`. With `acceptsCompressedResponses` (and `CURLOPT_ACCEPT_ENCODING`
     /// set, as `configure` does), an `Accept-Encoding` line names every encoding libcurl decodes,
     /// unless `fields` has one: the line libcurl would otherwise format anew for every request.
-    package init(_ fields: HTTPFields, hasBody: Bool, acceptsCompressedResponses: Bool) {
+    init(_ fields: HTTPFields, hasBody: Bool, acceptsCompressedResponses: Bool) {
         var list: UnsafeMutablePointer<curl_slist>?
         for field in fields {
             if field.name == .contentLength || field.name == .transferEncoding { continue }

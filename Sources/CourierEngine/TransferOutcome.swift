@@ -6,12 +6,12 @@ import Foundation
 import HTTPTypes
 
 /// What to do with a transfer libcurl reports done: follow a redirect, or finish.
-package enum TransferOutcome {
+enum TransferOutcome {
     case redirect(TransferRequest)
     case done(Result<TransferOutput, any Error>)
 
     /// Reads the result of the current hop from the easy handle. Engine thread.
-    package static func evaluate(_ transfer: Transfer, easy: UnsafeMutableRawPointer, code: CURLcode) -> TransferOutcome {
+    static func evaluate(_ transfer: Transfer, easy: UnsafeMutableRawPointer, code: CURLcode) -> TransferOutcome {
         EngineThread.check(transfer.driver, "TransferOutcome.evaluate")
         // A redirect whose body was cut short on purpose ends with CURLE_WRITE_ERROR: followed.
         let redirectCut = code == CURLE_WRITE_ERROR && transfer.cutRedirectBody && transfer.discardingBody
@@ -94,13 +94,13 @@ package enum TransferOutcome {
         }
     }
 
-    package static func totalTime(_ easy: UnsafeMutableRawPointer) -> Duration {
+    static func totalTime(_ easy: UnsafeMutableRawPointer) -> Duration {
         var value: curl_off_t = 0
         courier_easy_getinfo_off_t(easy, CURLINFO_TOTAL_TIME_T, &value)
         return .microseconds(value)
     }
 
-    package static func metrics(_ easy: UnsafeMutableRawPointer) -> TransferMetrics {
+    static func metrics(_ easy: UnsafeMutableRawPointer) -> TransferMetrics {
         func time(_ info: CURLINFO) -> Duration {
             var value: curl_off_t = 0
             courier_easy_getinfo_off_t(easy, info, &value)
