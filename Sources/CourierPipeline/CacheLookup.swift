@@ -6,7 +6,7 @@ import Foundation
 import HTTPTypes
 
 /// What the HTTP cache can do for one request, before and after the network (RFC 9111).
-package struct CacheLookup: Sendable {
+struct CacheLookup: Sendable {
     private let cache: HTTPCache?
     private let policy: CachePolicy
     private let urlString: String
@@ -22,7 +22,7 @@ package struct CacheLookup: Sendable {
 
     /// What `cache` (the session's, if any) can do for `request` under `policy`; `lifetime`
     /// overrides the response's own.
-    package init(
+    init(
         cache sessionCache: HTTPCache?, policy: CachePolicy, lifetime: Duration?, request: HTTPRequest,
         urlString: String, body: RequestBody?, sink: (any ResponseSink)?
     ) {
@@ -54,7 +54,7 @@ package struct CacheLookup: Sendable {
     }
 
     /// A response from the cache without any load, when the policy and freshness allow.
-    package func answerWithoutLoading() throws(CourierError) -> RawResponse? {
+    func answerWithoutLoading() throws(CourierError) -> RawResponse? {
         guard cache != nil else { return nil }
         switch policy {
         case .returnCacheDataDontLoad:
@@ -77,14 +77,14 @@ package struct CacheLookup: Sendable {
     private var key: String { HTTPCache.key(method: request.method, url: urlString) }
 
     /// Whether the load is a revalidation of a stale entry.
-    package var revalidates: Bool {
+    var revalidates: Bool {
         guard let entry, policy != .reloadIgnoringCacheData else { return false }
         let (etag, lastModified) = entry.validators
         return etag != nil || lastModified != nil
     }
 
     /// The request with `If-None-Match` / `If-Modified-Since` from the stored validators.
-    package var conditionalRequest: HTTPRequest {
+    var conditionalRequest: HTTPRequest {
         var request = self.request
         guard let entry else { return request }
         let (etag, lastModified) = entry.validators
@@ -97,7 +97,7 @@ package struct CacheLookup: Sendable {
 
     /// A stored response instead of a failed load (`returnCacheDataOnError`), unless it said
     /// `must-revalidate`.
-    package func fallback(after error: CourierError) -> RawResponse? {
+    func fallback(after error: CourierError) -> RawResponse? {
         guard policy == .returnCacheDataOnError, let entry, !entry.control.mustRevalidate else { return nil }
         switch error {
         case .cannotConnect, .cannotResolveHost, .timedOut, .connectionLost, .tls, .transport, .invalidResponse:
@@ -108,11 +108,11 @@ package struct CacheLookup: Sendable {
     }
 
     /// Whether the response will go through the cache (and needs the request's time).
-    package var usesCache: Bool { cache != nil }
+    var usesCache: Bool { cache != nil }
 
     /// After the load: a 304 refreshes and returns the stored response; a storable response
     /// is stored (replacing an older one); anything else passes through.
-    package mutating func absorb(_ response: RawResponse, requestTime: Date) -> RawResponse {
+    mutating func absorb(_ response: RawResponse, requestTime: Date) -> RawResponse {
         guard let cache else { return response }
         if response.status.code == 304, revalidates, let stored = entry {
             var entry = stored

@@ -37,7 +37,7 @@ package struct ProxySettings: Sendable {
     package var isEmpty: Bool { http == nil && https == nil }
 
     /// The proxy's protection space for a request to `url`; nil when it goes direct.
-    package func protectionSpace(for url: URL) -> ProtectionSpace? {
+    func protectionSpace(for url: URL) -> ProtectionSpace? {
         guard let proxy = url.scheme?.lowercased() == "https" ? https : http,
             var space = ProtectionSpace(url: proxy)
         else { return nil }

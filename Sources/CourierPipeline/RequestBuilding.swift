@@ -35,7 +35,7 @@ package enum RequestBuilding {
     }
 
     /// Checks scheme and host.
-    package static func validate(_ url: URL) throws(CourierError) {
+    static func validate(_ url: URL) throws(CourierError) {
         guard let scheme = url.scheme?.lowercased() else {
             throw .invalidURL(.init(url: url, message: "The URL has no scheme; give an absolute URL or a base URL"))
         }
@@ -120,11 +120,11 @@ package enum RequestBuilding {
 /// A base URL taken apart once, so that ordinary relative paths resolve by concatenation
 /// instead of a URL parse per request.
 package struct BaseURL: Sendable {
-    package let url: URL
+    let url: URL
     package let scheme: String
     package let authority: String
     /// The path, ending in "/".
-    package let directory: String
+    let directory: String
 
     package init?(_ url: URL?) {
         guard let url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
