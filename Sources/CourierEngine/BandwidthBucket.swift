@@ -1,5 +1,5 @@
 import CCurlShim
-import CourierCore
+@_spi(CourierInternals) import CourierCore
 import CourierStorage
 import CourierTransport
 

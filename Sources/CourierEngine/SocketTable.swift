@@ -1,4 +1,4 @@
-import CourierCore
+@_spi(CourierInternals) import CourierCore
 import CourierStorage
 import CourierTransport
 /// What the driver knows of each socket descriptor: whether it is in the epoll set and with

@@ -1,4 +1,4 @@
-import CourierCore
+@_spi(CourierInternals) import CourierCore
 import CourierTransport
 import Foundation
 import HTTPTypes

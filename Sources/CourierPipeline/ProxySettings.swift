@@ -1,4 +1,4 @@
-import CourierCore
+@_spi(CourierInternals) import CourierCore
 import CourierSerialization
 import CourierStorage
 import CourierTransport

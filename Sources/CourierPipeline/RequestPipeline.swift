@@ -1,4 +1,4 @@
-import CourierCore
+@_spi(CourierInternals) import CourierCore
 import CourierSerialization
 import CourierStorage
 import CourierTransport
@@ -105,10 +105,19 @@ package final class RequestPipeline: Sendable {
         sink: (any ResponseSink)? = nil, register: (@Sendable (any TransportTransfer) -> Void)? = nil,
         serialize: (RawResponse) throws -> Void
     ) async throws -> RawResponse {
-        let requestID = monitors?.newRequestID() ?? 0
-        monitors?.emit(requestID, .created(prepared.head))
         let chain = prepared.call.options.interceptors
         let interceptorsApply = !interceptors.isEmpty || !chain.isEmpty
+        guard interceptorsApply || monitors != nil else {
+            // No interceptor and no monitor (the common case): one attempt, nothing to tell.
+            let adapted = hooks.runsHooks ? try await hooks.adapt(prepared.head) : prepared.head
+            let raw = try await attemptOnce(
+                prepared, adapted: adapted, hooks: hooks, requestID: 0, attempt: 1, reporters: reporters, sink: sink,
+                register: register)
+            try serialize(raw)
+            return raw
+        }
+        let requestID = monitors?.newRequestID() ?? 0
+        monitors?.emit(requestID, .created(prepared.head))
         let retryable = sink == nil && (prepared.body?.isReplayable ?? true) && interceptorsApply
         var attempt = 1
         var lastRequest = prepared.head
@@ -179,47 +188,42 @@ package final class RequestPipeline: Sendable {
         attempt: Int, reporters: TransferReporters?, sink: (any ResponseSink)?,
         register: (@Sendable (any TransportTransfer) -> Void)?
     ) async throws -> RawResponse {
-        let call = prepared.call
         let body = prepared.body
         let urlString = try RequestBuilding.urlString(of: adapted)
         var cacheLookup = CacheLookup(
-            cache: cache, policy: call.options.cachePolicy ?? cachePolicy, lifetime: call.options.cacheLifetime,
+            cache: cache, policy: prepared.call.options.cachePolicy ?? cachePolicy,
+            lifetime: prepared.call.options.cacheLifetime,
             request: adapted, urlString: urlString, body: body, sink: sink)
         if let answer = try cacheLookup.answerWithoutLoading() {
             monitors?.emit(requestID, .attemptStarted(adapted, attempt: attempt))
             return try await finish(answer, hooks: hooks)
         }
         var authentication = storedCredentials(for: urlString)
-        if let credential = call.options.credential, let scoped = ScopedCredential(credential, for: adapted.url) {
+        if let credential = prepared.call.options.credential, let scoped = ScopedCredential(credential, for: adapted.url) {
             authentication.server = [scoped]
         }
-        let conditionalHead = cacheLookup.conditionalRequest
-        let observer = monitors.map { MonitoringObserver(group: $0, requestID: requestID) }
-        let send = { (authentication: CredentialPair, conditional: Bool) async throws -> RawResponse in
-            var request = TransferRequest(
-                head: conditional ? conditionalHead : adapted, urlString: urlString, body: body,
-                options: self.options(for: call))
-            request.usesLargeBuffers = call.usesLargeBuffers
-            request.credentials = authentication.server
-            request.proxyCredential = authentication.proxy
-            request.observer = observer
-            // Most requests send exactly the session's headers: share the transport's form.
-            let sharesHeaders = body == nil && !conditional && adapted.headerFields == prepared.sessionFields
-            let transfer = self.transport.makeTransfer(
-                request, reporters: reporters, sharedHeaders: sharesHeaders ? prepared.sharedHeaders : nil, sink: sink,
-                maximumBytesPerSecond: call.maximumBytesPerSecond)
-            register?(transfer)
-            self.monitors?.emit(requestID, .attemptStarted(request.head, attempt: attempt))
-            transfer.start()
-            return RawResponse(try await transfer.value())
-        }
+        var request = TransferRequest(head: adapted, urlString: urlString, body: body, options: self.options(for: prepared.call))
+        request.usesLargeBuffers = prepared.call.usesLargeBuffers
+        request.observer = monitors.map { MonitoringObserver(group: $0, requestID: requestID) }
+        let revalidates = cacheLookup.revalidates
+        if revalidates { request.head = cacheLookup.conditionalRequest }
+        // Most requests send exactly the session's headers: share the transport's form of them.
+        let sharedHeaders =
+            body == nil && !revalidates && adapted.headerFields == prepared.sessionFields ? prepared.sharedHeaders : nil
+        let exchange = Exchange(
+            reporters: reporters, sink: sink, register: register, sharedHeaders: sharedHeaders,
+            maximumBytesPerSecond: prepared.call.maximumBytesPerSecond, requestID: requestID, attempt: attempt)
         // The clock is read only when the cache will use the time (RFC 9111 age calculation).
         let requestTime = cacheLookup.usesCache ? Date() : .distantPast
         var raw: RawResponse
         do {
-            raw = try await send(authentication, cacheLookup.revalidates)
+            request.credentials = authentication.server
+            request.proxyCredential = authentication.proxy
+            raw = try await send(request, exchange)
             if let retry = try await challengeRetry(after: raw, used: authentication, body: body, hooks: hooks) {
-                raw = try await send(retry, cacheLookup.revalidates)
+                request.credentials = retry.server
+                request.proxyCredential = retry.proxy
+                raw = try await send(request, exchange)
             }
         } catch let error as CourierError {
             guard let fallback = cacheLookup.fallback(after: error) else { throw error }
@@ -227,6 +231,28 @@ package final class RequestPipeline: Sendable {
         }
         raw = cacheLookup.absorb(raw, requestTime: requestTime)
         return try await finish(raw, hooks: hooks)
+    }
+
+    /// What every transfer of one attempt shares.
+    private struct Exchange {
+        var reporters: TransferReporters?
+        var sink: (any ResponseSink)?
+        var register: (@Sendable (any TransportTransfer) -> Void)?
+        var sharedHeaders: (any Sendable)?
+        var maximumBytesPerSecond: Int64?
+        var requestID: UInt64
+        var attempt: Int
+    }
+
+    /// One transfer of `request` on the transport.
+    private func send(_ request: TransferRequest, _ exchange: Exchange) async throws -> RawResponse {
+        let transfer = transport.makeTransfer(
+            request, reporters: exchange.reporters, sharedHeaders: exchange.sharedHeaders, sink: exchange.sink,
+            maximumBytesPerSecond: exchange.maximumBytesPerSecond)
+        exchange.register?(transfer)
+        monitors?.emit(exchange.requestID, .attemptStarted(request.head, attempt: exchange.attempt))
+        transfer.start()
+        return RawResponse(try await transfer.value())
     }
 
     private func finish(_ raw: RawResponse, hooks: any SessionHooks) async throws -> RawResponse {

@@ -1,4 +1,4 @@
-import CourierCore
+@_spi(CourierInternals) import CourierCore
 import Foundation
 
 /// A JSON value: what `JSONResponseSerializer` produces and what parameters are written as.

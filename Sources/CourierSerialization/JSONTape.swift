@@ -1,4 +1,4 @@
-import CourierCore
+@_spi(CourierInternals) import CourierCore
 import Foundation
 
 /// JSON text indexed in one pass: every value is a node, in document order, and each array

@@ -1,4 +1,4 @@
-import CourierCore
+@_spi(CourierInternals) import CourierCore
 import Foundation
 
 /// The AFNetworking query-string encoding, used for URL queries and form bodies.

@@ -1,4 +1,4 @@
-import CourierCore
+@_spi(CourierInternals) import CourierCore
 import Foundation
 import HTTPTypes
 
@@ -165,6 +165,13 @@ public struct DecodableResponseSerializer<Value: Decodable & Sendable>: Response
         self.decoder = decoder
         validation = ResponseValidation(
             acceptableStatusCodes: acceptableStatusCodes, acceptableContentTypes: acceptableContentTypes)
+    }
+
+    /// The serializer with `decoder` and `validation` as they are: what a manager makes for
+    /// each call that decodes, with the default checks built once.
+    package init(decoder: JSONDecoder, validation: ResponseValidation) {
+        self.decoder = decoder
+        self.validation = validation
     }
 
     /// Validates and decodes the body.

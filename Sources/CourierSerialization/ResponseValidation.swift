@@ -1,4 +1,4 @@
-import CourierCore
+@_spi(CourierInternals) import CourierCore
 import Foundation
 import HTTPTypes
 
@@ -16,6 +16,10 @@ public struct ResponseValidation: Sendable, Hashable {
         self.acceptableStatusCodes = StatusCodeSet(acceptableStatusCodes)
         self.acceptableContentTypes = acceptableContentTypes.map { Set($0.map { $0.lowercased() }) }
     }
+
+    /// 200..<300 and the JSON media types: the checks of a decoding serializer by default.
+    package static let defaultJSON = ResponseValidation(
+        acceptableContentTypes: JSONResponseSerializer.defaultContentTypes)
 
     /// Throws `unacceptableStatusCode` or `unacceptableContentType` when the response fails.
     /// An empty body has no content to judge, so its `Content-Type` is not checked (as

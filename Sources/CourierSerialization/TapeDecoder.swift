@@ -1,4 +1,4 @@
-import CourierCore
+@_spi(CourierInternals) import CourierCore
 import Foundation
 
 /// A `Decodable` decoder over a `JSONTape`, for `DecodableResponseSerializer`: about twice as

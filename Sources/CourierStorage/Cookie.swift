@@ -1,4 +1,4 @@
-import CourierCore
+@_spi(CourierInternals) import CourierCore
 import Foundation
 
 /// An HTTP cookie as libcurl's cookie engine keeps it.

@@ -1,5 +1,5 @@
 import Courier
-import CourierCore
+@_spi(CourierInternals) import CourierCore
 import CourierTransport
 import Foundation
 import HTTPTypes

@@ -1,5 +1,5 @@
 import CCurlShim
-import CourierCore
+@_spi(CourierInternals) import CourierCore
 import CourierStorage
 
 /// How far a transfer has come, in one direction (upload or download).

@@ -1,4 +1,4 @@
-import CourierCore
+@_spi(CourierInternals) import CourierCore
 import CourierStorage
 /// The lifecycle of one transfer, as a value: no I/O, no locks, exhaustively testable.
 ///

@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 @testable import Courier
-@testable import CourierCore
+@_spi(CourierInternals) @testable import CourierCore
 @testable import CourierEngine
 @testable import CourierPipeline
 @testable import CourierSerialization

@@ -4,6 +4,7 @@ import Foundation
 import HTTPTypes
 import Logging
 import Testing
+@_spi(CourierInternals) import CourierCore
 
 /// Event monitors, the logging monitor and curl descriptions, against httpbin and the fault
 /// server (and the stub for the order of a retried request's events).

@@ -3,6 +3,7 @@ import CourierTesting
 import Foundation
 import HTTPTypes
 import Testing
+@_spi(CourierInternals) import CourierCore
 
 /// Interceptors: the order of the chain, per request over per session, the subclass hooks'
 /// place in it, and retry decisions. Against httpbin and the fault server; the chain-order

@@ -2,7 +2,7 @@ import Foundation
 import HTTPTypes
 import Testing
 
-@testable import CourierCore
+@_spi(CourierInternals) @testable import CourierCore
 @testable import CourierEngine
 @testable import CourierTransport
 

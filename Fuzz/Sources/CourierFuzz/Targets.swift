@@ -2,7 +2,7 @@ import Foundation
 import MultipartKit
 
 @testable import Courier
-@testable import CourierCore
+@_spi(CourierInternals) @testable import CourierCore
 @testable import CourierSerialization
 @testable import CourierStorage
 @testable import CourierTransport

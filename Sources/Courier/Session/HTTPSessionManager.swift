@@ -1,4 +1,4 @@
-import CourierCore
+@_spi(CourierInternals) import CourierCore
 import CourierEngine
 import CourierPipeline
 import CourierSerialization
@@ -281,7 +281,7 @@ open class HTTPSessionManager {
         if Value.self == JSON.self {
             return responseSerializer as! any ResponseSerializer<Value>
         }
-        return DecodableResponseSerializer<Value>(decoder: decoder)
+        return DecodableResponseSerializer<Value>(decoder: decoder, validation: .defaultJSON)
     }
 
     /// Converts `Encodable` parameters to ``JSON`` with the manager's ``encoder``.

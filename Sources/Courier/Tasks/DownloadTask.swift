@@ -1,4 +1,4 @@
-import CourierCore
+@_spi(CourierInternals) import CourierCore
 import CourierEngine
 import CourierPipeline
 import CourierSerialization

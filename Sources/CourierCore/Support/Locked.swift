@@ -2,22 +2,26 @@ import Foundation
 
 /// A value guarded by a `pthread_mutex_t`, allocated together with the value.
 ///
+/// Public only as SPI (`@_spi(CourierInternals) import CourierCore`), for Courier's own layers:
+/// `package` declarations are not inlined across modules, and every layer takes this lock on
+/// its hot path, so it must be specialized where it is used.
+///
 /// Courier uses this rather than `Synchronization.Mutex` because ThreadSanitizer intercepts
 /// pthread mutexes: on Linux it does not see the futex-based `Mutex` lock and unlock, and
 /// reports every access guarded by one as a race, which would hide real ones.
-package struct Locked<Value> {
+@_spi(CourierInternals) public struct Locked<Value> {
     @usableFromInline let buffer: LockedBuffer<Value>
 
     /// A lock around `value`.
     @inlinable
-    package init(_ value: Value) {
+    public init(_ value: Value) {
         buffer = LockedBuffer.make(value)
     }
 
     /// Runs `body` with exclusive access to the value. Inlinable, so that callers in every
     /// layer get it specialized.
     @inlinable @inline(__always)
-    package func withLock<Result, Failure: Error>(
+    public func withLock<Result, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {
         try buffer.withLock(body)
@@ -28,9 +32,9 @@ package struct Locked<Value> {
 extension Locked: @unchecked Sendable where Value: Sendable {}
 
 /// The storage of `Locked`: the value as the header, one mutex as the element.
-package final class LockedBuffer<Value>: ManagedBuffer<Value, pthread_mutex_t> {
+@_spi(CourierInternals) public final class LockedBuffer<Value>: ManagedBuffer<Value, pthread_mutex_t> {
     @inlinable
-    package static func make(_ value: Value) -> LockedBuffer<Value> {
+    public static func make(_ value: Value) -> LockedBuffer<Value> {
         let buffer = create(minimumCapacity: 1) { _ in value }
         buffer.withUnsafeMutablePointerToElements { mutex in
             mutex.initialize(to: pthread_mutex_t())
@@ -40,7 +44,7 @@ package final class LockedBuffer<Value>: ManagedBuffer<Value, pthread_mutex_t> {
     }
 
     @inlinable @inline(__always)
-    package func withLock<Result, Failure: Error>(
+    public func withLock<Result, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {
         try withUnsafeMutablePointers { value, mutex throws(Failure) -> Result in
