@@ -183,6 +183,7 @@ package final class RequestPipeline: Sendable {
 
     /// One attempt: the cache, the transfer (and one more after an authentication challenge),
     /// the cache again, `process(_:)`.
+    @inline(__always)
     private func attemptOnce(
         _ prepared: PreparedRequest, adapted: HTTPRequest, hooks: any SessionHooks, requestID: UInt64,
         attempt: Int, reporters: TransferReporters?, sink: (any ResponseSink)?,
@@ -245,6 +246,7 @@ package final class RequestPipeline: Sendable {
     }
 
     /// One transfer of `request` on the transport.
+    @inline(__always)
     private func send(_ request: TransferRequest, _ exchange: Exchange) async throws -> RawResponse {
         let transfer = transport.makeTransfer(
             request, reporters: exchange.reporters, sharedHeaders: exchange.sharedHeaders, sink: exchange.sink,
@@ -255,6 +257,7 @@ package final class RequestPipeline: Sendable {
         return RawResponse(try await transfer.value())
     }
 
+    @inline(__always)
     private func finish(_ raw: RawResponse, hooks: any SessionHooks) async throws -> RawResponse {
         hooks.runsHooks ? try await hooks.process(raw) : raw
     }
