@@ -195,7 +195,11 @@ final class Transfer: @unchecked Sendable {
         }
         guard let waiters else { return }
         if let reporters {
-            if case .success = result { reporters.finish(succeeded: true) } else { reporters.finish(succeeded: false) }
+            if case .success = result {
+                reporters.finish(succeeded: true)
+            } else if current.failureEndsProgress {
+                reporters.finish(succeeded: false)
+            }
         }
         driver.deliver(result, to: waiters)
     }

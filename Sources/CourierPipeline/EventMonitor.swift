@@ -12,8 +12,8 @@ import Synchronization
 /// monitor or the libcurl engine's thread (events wait in memory until the monitor takes them).
 ///
 /// ```swift
-/// struct StatusCounter: EventMonitor {
-///     let counts: Mutex<[Int: Int]>
+/// final class StatusCounter: EventMonitor {
+///     let counts = Mutex<[Int: Int]>([:])
 ///     func handle(_ event: RequestEvent) async {
 ///         if case .finished(_, let response, _, _) = event.kind {
 ///             counts.withLock { $0[response.status.code, default: 0] += 1 }
@@ -74,7 +74,6 @@ public struct RequestEvent: Sendable {
 package final class EventMonitorGroup: Sendable {
     private let streams: [AsyncStream<RequestEvent>.Continuation]
     private let consumers: [Task<Void, Never>]
-    private let nextID = Atomic<UInt64>(0)
 
     /// A group for `monitors`; nil when there are none, so that a session without monitors
     /// builds no events.
@@ -97,11 +96,6 @@ package final class EventMonitorGroup: Sendable {
     deinit {
         // The consumers drain what is queued, then end.
         for stream in streams { stream.finish() }
-    }
-
-    /// A new request's number.
-    package func newRequestID() -> UInt64 {
-        nextID.add(1, ordering: .relaxed).newValue
     }
 
     /// Queues `kind` for every monitor; returns at once. Callable from any thread.

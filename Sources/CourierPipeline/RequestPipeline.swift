@@ -4,6 +4,7 @@ import CourierStorage
 import CourierTransport
 import Foundation
 import HTTPTypes
+import Synchronization
 
 /// Everything a call says about its request.
 package struct RequestCall: Sendable {
@@ -76,6 +77,8 @@ package final class RequestPipeline: Sendable {
     package let transferOptions: TransferOptions
     package let interceptors: [any RequestInterceptor]
     package let monitors: EventMonitorGroup?
+    /// The last request number given out (see `RequestContext.requestID`).
+    private let lastRequestID = Atomic<UInt64>(0)
 
     package init(
         transport: any Transport, cache: HTTPCache?, cachePolicy: CachePolicy, credentials: CredentialStore,
@@ -111,12 +114,12 @@ package final class RequestPipeline: Sendable {
             // No interceptor and no monitor (the common case): one attempt, nothing to tell.
             let adapted = hooks.runsHooks ? try await hooks.adapt(prepared.head) : prepared.head
             let raw = try await attemptOnce(
-                prepared, adapted: adapted, hooks: hooks, requestID: 0, attempt: 1, reporters: reporters, sink: sink,
-                register: register)
+                prepared, adapted: adapted, hooks: hooks, requestID: 0, attempt: 1, retryable: false, reporters: reporters,
+                sink: sink, register: register)
             try serialize(raw)
             return raw
         }
-        let requestID = monitors?.newRequestID() ?? 0
+        let requestID = lastRequestID.add(1, ordering: .relaxed).newValue
         monitors?.emit(requestID, .created(prepared.head))
         let retryable = sink == nil && (prepared.body?.isReplayable ?? true) && interceptorsApply
         var attempt = 1
@@ -129,7 +132,7 @@ package final class RequestPipeline: Sendable {
                 monitors?.emit(requestID, .adapted(adapted, attempt: attempt))
                 let raw = try await attemptOnce(
                     prepared, adapted: adapted, hooks: hooks, requestID: requestID, attempt: attempt,
-                    reporters: reporters, sink: sink, register: register)
+                    retryable: retryable, reporters: reporters, sink: sink, register: register)
                 try serialize(raw)
                 monitors?.emit(requestID, .finished(raw.request, raw.response, metrics: raw.metrics, source: raw.source))
                 return raw
@@ -186,7 +189,7 @@ package final class RequestPipeline: Sendable {
     @inline(__always)
     private func attemptOnce(
         _ prepared: PreparedRequest, adapted: HTTPRequest, hooks: any SessionHooks, requestID: UInt64,
-        attempt: Int, reporters: TransferReporters?, sink: (any ResponseSink)?,
+        attempt: Int, retryable: Bool, reporters: TransferReporters?, sink: (any ResponseSink)?,
         register: (@Sendable (any TransportTransfer) -> Void)?
     ) async throws -> RawResponse {
         let body = prepared.body
@@ -205,6 +208,7 @@ package final class RequestPipeline: Sendable {
         }
         var request = TransferRequest(head: adapted, urlString: urlString, body: body, options: self.options(for: prepared.call))
         request.usesLargeBuffers = prepared.call.usesLargeBuffers
+        request.failureEndsProgress = !retryable
         request.observer = monitors.map { MonitoringObserver(group: $0, requestID: requestID) }
         let revalidates = cacheLookup.revalidates
         if revalidates { request.head = cacheLookup.conditionalRequest }

@@ -148,7 +148,11 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
             return state.waiters
         }
         guard let waiters else { return }
-        if case .success = result { finishReporters(succeeded: true) } else { finishReporters(succeeded: false) }
+        if case .success = result {
+            finishReporters(succeeded: true)
+        } else if request.failureEndsProgress {
+            finishReporters(succeeded: false)
+        }
         for waiter in waiters { waiter.resume(with: result) }
         onFinish?()
     }

@@ -25,6 +25,10 @@ package struct TransferRequest: Sendable {
     package var options: TransferOptions
     /// Told about response heads and redirects (when the session has event monitors).
     package var observer: (any TransferObserver)?
+    /// Whether a failure ends the progress streams. False when the pipeline may try the
+    /// request again: the next attempt reports on the same streams, and the caller ends them
+    /// after the last.
+    package var failureEndsProgress = true
 
     /// A request with no credentials, buffers of the default size and no observer.
     package init(head: HTTPRequest, urlString: String, body: RequestBody?, options: TransferOptions) {

@@ -161,3 +161,26 @@ import Testing
         #expect(stub.requests.isEmpty)
     }
 }
+
+extension InterceptorTests {
+    @Test func progressGoesOnAcrossARetryAndEndsOnce() async throws {
+        let stub = StubTransport()
+        let body = Data(repeating: 7, count: 4000)
+        stub.stub(
+            .get, "/file",
+            with: StubResponse(chunks: [body.prefix(1000)], failure: .connectionLost),
+            StubResponse(chunks: [body.prefix(2000), body.dropFirst(2000)], chunkDelay: .milliseconds(20)))
+        var configuration = HTTPSessionConfiguration.ephemeral
+        configuration.transport = stub.transport
+        configuration.interceptors = [Interceptor(retry: { _, _, context in context.attempt < 2 ? .retry : .doNotRetry })]
+        let api = HTTPSessionManager(baseURL: URL(string: "https://api.example.com/"), configuration: configuration)
+        let task = api.dataTask(.get, "file", serializer: DataResponseSerializer())
+        var last: TransferProgress?
+        for await progress in task.downloadProgress { last = progress }
+        #expect(try await task.value == body)
+        // The stream did not end with the failed first attempt: its last value is the whole body.
+        #expect(last?.completedBytes == 4000)
+        #expect(last?.totalBytes == 4000)
+        #expect(stub.requests.count == 2)
+    }
+}

@@ -8,13 +8,15 @@ import HTTPTypes
 extension HTTPSessionManager {
     /// Prepares one call and runs it through the pipeline (interceptors, `adapt(_:)`, the
     /// cache, the transport, `process(_:)`): the response before serialization.
+    /// `serialize` sees the response before it is returned; what it throws fails the attempt
+    /// (and may be retried).
     nonisolated func performRaw(
         _ call: Call, reporters: TransferReporters? = nil, sink: (any ResponseSink)? = nil,
-        register: (@Sendable (any TransportTransfer) -> Void)? = nil
+        register: (@Sendable (any TransportTransfer) -> Void)? = nil, serialize: (RawResponse) throws -> Void = { _ in }
     ) async throws -> RawResponse {
         let prepared = try prepareForPipeline(call, sink: sink)
         return try await pipeline.perform(
-            prepared, hooks: self, reporters: reporters, sink: sink, register: register, serialize: { _ in })
+            prepared, hooks: self, reporters: reporters, sink: sink, register: register, serialize: serialize)
     }
 
     /// Prepares, sends, processes and serializes one call.

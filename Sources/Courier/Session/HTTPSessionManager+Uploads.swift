@@ -103,6 +103,8 @@ extension HTTPSessionManager {
                     record.compressed = compressed
                     try await background.begin(record) { control.cancel() }
                 }
+                // The serializer runs after the background journal has the answer: a rejected
+                // response still ends an upload that reached the server (it is not retried).
                 let raw = try await self.performRaw(call, reporters: control.reporters, register: control.attach)
                 await background?.taskEnded(identifier, control: control, .uploaded(raw))
                 return DataResponse(raw: raw, value: try serializer.serialize(raw))
