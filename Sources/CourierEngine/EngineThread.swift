@@ -18,9 +18,9 @@ package enum EngineThread {
         _ what: @autoclosure () -> String = "engine state", file: StaticString = #fileID, line: UInt = #line
     ) {
         #if DEBUG
-            if courier_engine_thread_owner() == nil {
-                fatalError("\(what()) touched off the engine thread", file: file, line: line)
-            }
+        if courier_engine_thread_owner() == nil {
+            fatalError("\(what()) touched off the engine thread", file: file, line: line)
+        }
         #endif
     }
 
@@ -31,9 +31,9 @@ package enum EngineThread {
         line: UInt = #line
     ) {
         #if DEBUG
-            if courier_engine_thread_owner() != UnsafeRawPointer(Unmanaged.passUnretained(driver).toOpaque()) {
-                fatalError("\(what()) touched off its engine's thread", file: file, line: line)
-            }
+        if courier_engine_thread_owner() != UnsafeRawPointer(Unmanaged.passUnretained(driver).toOpaque()) {
+            fatalError("\(what()) touched off its engine's thread", file: file, line: line)
+        }
         #endif
     }
 

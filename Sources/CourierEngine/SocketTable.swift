@@ -1,6 +1,7 @@
 @_spi(CourierInternals) import CourierCore
 import CourierStorage
 import CourierTransport
+
 /// What the driver knows of each socket descriptor: whether it is in the epoll set and with
 /// which interest (`CURL_POLL_IN`, `_OUT`, `_INOUT`), whether libcurl has stopped watching it
 /// ("parked"), and whether it is a connection socket that libcurl opened through the driver.

@@ -32,7 +32,8 @@ public struct LoggingMonitor: EventMonitor {
         case .failed(let request, let error, let attempts):
             let tries = attempts > 1 ? " after \(attempts) attempts" : ""
             logger.debug(
-                "\(request.method.rawValue) \(Self.url(of: request)) failed\(tries): \(error)", metadata: ["request": id])
+                "\(request.method.rawValue) \(Self.url(of: request)) failed\(tries): \(error)",
+                metadata: ["request": id])
         case .retryDecided(let attempt, let error, let decision) where decision != .doNotRetry:
             logger.debug("attempt \(attempt) failed (\(error)); \(decision)", metadata: ["request": id])
         case .attemptStarted(let request, let attempt):

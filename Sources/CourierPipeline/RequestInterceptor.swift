@@ -85,7 +85,8 @@ public struct Interceptor: RequestInterceptor {
 
     /// An interceptor that adapts with `adapt` and decides retries with `retry`.
     public init(
-        adapt: @escaping @Sendable (HTTPRequest, RequestContext) async throws -> HTTPRequest = { request, _ in request },
+        adapt: @escaping @Sendable (HTTPRequest, RequestContext) async throws -> HTTPRequest = { request, _ in request
+        },
         retry: @escaping @Sendable (HTTPRequest, any Error, RequestContext) async -> RetryDecision = { _, _, _ in
             .doNotRetry
         }

@@ -114,7 +114,8 @@ package final class RequestPipeline: Sendable {
             // No interceptor and no monitor (the common case): one attempt, nothing to tell.
             let adapted = hooks.runsHooks ? try await hooks.adapt(prepared.head) : prepared.head
             let raw = try await attemptOnce(
-                prepared, adapted: adapted, hooks: hooks, requestID: 0, attempt: 1, retryable: false, reporters: reporters,
+                prepared, adapted: adapted, hooks: hooks, requestID: 0, attempt: 1, retryable: false,
+                reporters: reporters,
                 sink: sink, register: register)
             try serialize(raw)
             return raw
@@ -134,7 +135,8 @@ package final class RequestPipeline: Sendable {
                     prepared, adapted: adapted, hooks: hooks, requestID: requestID, attempt: attempt,
                     retryable: retryable, reporters: reporters, sink: sink, register: register)
                 try serialize(raw)
-                monitors?.emit(requestID, .finished(raw.request, raw.response, metrics: raw.metrics, source: raw.source))
+                monitors?.emit(
+                    requestID, .finished(raw.request, raw.response, metrics: raw.metrics, source: raw.source))
                 return raw
             } catch {
                 let decision: RetryDecision =
@@ -203,10 +205,13 @@ package final class RequestPipeline: Sendable {
             return try await finish(answer, hooks: hooks)
         }
         var authentication = storedCredentials(for: urlString)
-        if let credential = prepared.call.options.credential, let scoped = ScopedCredential(credential, for: adapted.url) {
+        if let credential = prepared.call.options.credential,
+            let scoped = ScopedCredential(credential, for: adapted.url)
+        {
             authentication.server = [scoped]
         }
-        var request = TransferRequest(head: adapted, urlString: urlString, body: body, options: self.options(for: prepared.call))
+        var request = TransferRequest(
+            head: adapted, urlString: urlString, body: body, options: self.options(for: prepared.call))
         request.usesLargeBuffers = prepared.call.usesLargeBuffers
         request.failureEndsProgress = !retryable
         request.observer = monitors.map { MonitoringObserver(group: $0, requestID: requestID) }

@@ -1,4 +1,5 @@
 @_spi(CourierInternals) import CourierCore
+
 /// Media types for common file name extensions, for multipart file parts.
 enum MIMEType {
     static let byExtension: [String: String] = [

@@ -1,4 +1,5 @@
 @_spi(CourierInternals) import CourierCore
+
 /// How a request uses the session's HTTP cache (URLRequest's policies, plus a fallback).
 public enum CachePolicy: Sendable, Hashable {
     /// RFC 9111: a fresh stored response is used as is; a stale one with a validator is

@@ -38,7 +38,8 @@ public struct StubResponse: Sendable {
     }
 
     /// A response whose body is `body`, in one chunk.
-    public init(status: HTTPResponse.Status = .ok, headerFields: HTTPFields = [:], body: Data, delay: Duration = .zero) {
+    public init(status: HTTPResponse.Status = .ok, headerFields: HTTPFields = [:], body: Data, delay: Duration = .zero)
+    {
         self.init(status: status, headerFields: headerFields, chunks: body.isEmpty ? [] : [body], delay: delay)
     }
 

@@ -2,6 +2,7 @@ import CCurlShim
 @_spi(CourierInternals) import CourierCore
 import CourierStorage
 import Foundation
+
 extension RequestBody {
     /// A fresh reader positioned at the start. Engine thread.
     package func makeReader() -> BodyReader {
@@ -15,7 +16,6 @@ extension RequestBody {
         return compressed ? GzipBodyReader(reader) : reader
     }
 }
-
 
 /// Produces a request body on the engine thread, on demand.
 ///
@@ -191,7 +191,6 @@ final class SegmentBodyReader: BodyReader {
         close()
     }
 }
-
 
 /// Reads a `StreamBodyBridge`.
 final class StreamBodyReader: BodyReader {

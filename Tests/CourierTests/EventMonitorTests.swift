@@ -1,10 +1,11 @@
-@testable import Courier
+@_spi(CourierInternals) import CourierCore
 import CourierTesting
 import Foundation
 import HTTPTypes
 import Logging
 import Testing
-@_spi(CourierInternals) import CourierCore
+
+@testable import Courier
 
 /// Event monitors, the logging monitor and curl descriptions, against httpbin and the fault
 /// server (and the stub for the order of a retried request's events).
@@ -33,7 +34,8 @@ import Testing
         let response = try await api.request(.get, "redirect/1", serializer: JSONResponseSerializer())
         #expect(response.status == .ok)
         let names = await recorder.names(waitingFor: 7)
-        #expect(names == ["created", "adapted", "attemptStarted", "responseHead", "redirected", "responseHead", "finished"])
+        #expect(
+            names == ["created", "adapted", "attemptStarted", "responseHead", "redirected", "responseHead", "finished"])
         let events = recorder.events.withLock { $0 }
         #expect(Set(events.map(\.requestID)).count == 1)
         if case .redirected(let from, let to, let redirect) = events[4].kind {
@@ -66,9 +68,11 @@ import Testing
         let api = HTTPSessionManager(baseURL: URL(string: "https://api.example.com/"), configuration: configuration)
         _ = await capturedError { let _: JSON = try await api.GET("flaky") }
         let names = await recorder.names(waitingFor: 8)
-        #expect(names == [
-            "created", "adapted", "attemptStarted", "retryDecided", "adapted", "attemptStarted", "retryDecided", "failed",
-        ])
+        #expect(
+            names == [
+                "created", "adapted", "attemptStarted", "retryDecided", "adapted", "attemptStarted", "retryDecided",
+                "failed",
+            ])
         let decisions = recorder.events.withLock { events in
             events.compactMap { event -> RetryDecision? in
                 if case .retryDecided(_, _, let decision) = event.kind { decision } else { nil }

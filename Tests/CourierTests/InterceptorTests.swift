@@ -1,9 +1,9 @@
 import Courier
+@_spi(CourierInternals) import CourierCore
 import CourierTesting
 import Foundation
 import HTTPTypes
 import Testing
-@_spi(CourierInternals) import CourierCore
 
 /// Interceptors: the order of the chain, per request over per session, the subclass hooks'
 /// place in it, and retry decisions. Against httpbin and the fault server; the chain-order
@@ -37,7 +37,8 @@ import Testing
 
         override func adapt(_ request: HTTPRequest) async throws -> HTTPRequest {
             var request = request
-            request.headerFields[Tagger.chain] = (request.headerFields[Tagger.chain].map { $0 + "," } ?? "") + "subclass"
+            request.headerFields[Tagger.chain] =
+                (request.headerFields[Tagger.chain].map { $0 + "," } ?? "") + "subclass"
             return request
         }
 
@@ -141,7 +142,8 @@ import Testing
             continuation.finish()
         }
         let error = await capturedError {
-            _ = try await api.uploadTask(.post, "upload", body: .stream(chunks), serializer: DataResponseSerializer()).value
+            _ = try await api.uploadTask(.post, "upload", body: .stream(chunks), serializer: DataResponseSerializer())
+                .value
         }
         #expect(isCourierError(error) { if case .connectionLost = $0 { true } else { false } })
         #expect(asked.withLock { $0 }.isEmpty)
@@ -172,7 +174,9 @@ extension InterceptorTests {
             StubResponse(chunks: [body.prefix(2000), body.dropFirst(2000)], chunkDelay: .milliseconds(20)))
         var configuration = HTTPSessionConfiguration.ephemeral
         configuration.transport = stub.transport
-        configuration.interceptors = [Interceptor(retry: { _, _, context in context.attempt < 2 ? .retry : .doNotRetry })]
+        configuration.interceptors = [
+            Interceptor(retry: { _, _, context in context.attempt < 2 ? .retry : .doNotRetry })
+        ]
         let api = HTTPSessionManager(baseURL: URL(string: "https://api.example.com/"), configuration: configuration)
         let task = api.dataTask(.get, "file", serializer: DataResponseSerializer())
         var last: TransferProgress?

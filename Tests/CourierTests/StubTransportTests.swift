@@ -32,9 +32,10 @@ import Testing
             return
         }
         #expect(context.message == "No stub answers GET https://api.example.com/v1/users/2")
-        #expect(stub.requests.map { "\($0.request.method.rawValue) \($0.path)" } == [
-            "GET /v1/users/1", "DELETE /v1/users/1", "GET /v1/users/2",
-        ])
+        #expect(
+            stub.requests.map { "\($0.request.method.rawValue) \($0.path)" } == [
+                "GET /v1/users/1", "DELETE /v1/users/1", "GET /v1/users/2",
+            ])
     }
 
     @Test func aClosureAnswersAndRequestsAreRecordedWithTheirBodies() async throws {
@@ -54,7 +55,8 @@ import Testing
         form.append(Data("hello".utf8), name: "greeting")
         let _: Data = try await api.POST("forms", serializer: DataResponseSerializer()) { $0 = form }
         let multipart = try #require(stub.requests.last?.bodyText)
-        #expect(multipart.contains("--stub-boundary\r\nContent-Disposition: form-data; name=\"greeting\"\r\n\r\nhello\r\n"))
+        #expect(
+            multipart.contains("--stub-boundary\r\nContent-Disposition: form-data; name=\"greeting\"\r\n\r\nhello\r\n"))
         #expect(multipart.hasSuffix("--stub-boundary--\r\n"))
     }
 
@@ -144,7 +146,8 @@ import Testing
 
     @Test func theHTTPCacheAnswersFromStoredStubResponses() async throws {
         let stub = StubTransport()
-        stub.stub(.get, "fresh", with: StubResponse(headerFields: [.cacheControl: "max-age=600"], body: Data("{}".utf8)))
+        stub.stub(
+            .get, "fresh", with: StubResponse(headerFields: [.cacheControl: "max-age=600"], body: Data("{}".utf8)))
         let api = manager(stub) { $0.cacheCapacity = 1 << 20 }
         let first = try await api.request(.get, "fresh", serializer: DataResponseSerializer())
         let second = try await api.request(.get, "fresh", serializer: DataResponseSerializer())

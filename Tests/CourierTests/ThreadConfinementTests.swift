@@ -12,7 +12,8 @@ import Testing
     static func transfer(on driver: CurlDriver) -> Transfer {
         let head = HTTPRequest(method: .get, scheme: "http", authority: "127.0.0.1:1", path: "/")
         return Transfer(
-            request: TransferRequest(head: head, urlString: "http://127.0.0.1:1/", body: nil, options: TransferOptions()),
+            request: TransferRequest(
+                head: head, urlString: "http://127.0.0.1:1/", body: nil, options: TransferOptions()),
             driver: driver)
     }
 

@@ -135,15 +135,15 @@ open class HTTPSessionManager {
         let transport: any Transport =
             configuration.transport?.base
             ?? CurlDriver(
-            limits: .init(
-                maximumConnectionsPerHost: configuration.maximumConnectionsPerHost,
-                maximumTotalConnections: configuration.maximumConnections,
-                maximumConcurrentTransfers: configuration.maximumConcurrentTasks ?? 0,
-                maximumBytesPerSecond: configuration.maximumBytesPerSecond,
-                cookies: configuration.handlesCookies
-                    ? .init(
-                        jar: storage?.appendingPathComponent("cookies.txt"),
-                        policy: configuration.cookieAcceptPolicy, logger: logger) : nil))
+                limits: .init(
+                    maximumConnectionsPerHost: configuration.maximumConnectionsPerHost,
+                    maximumTotalConnections: configuration.maximumConnections,
+                    maximumConcurrentTransfers: configuration.maximumConcurrentTasks ?? 0,
+                    maximumBytesPerSecond: configuration.maximumBytesPerSecond,
+                    cookies: configuration.handlesCookies
+                        ? .init(
+                            jar: storage?.appendingPathComponent("cookies.txt"),
+                            policy: configuration.cookieAcceptPolicy, logger: logger) : nil))
         self.transport = transport
         var monitors = configuration.eventMonitors
         if logger.logLevel <= .debug { monitors.append(LoggingMonitor(logger: logger)) }

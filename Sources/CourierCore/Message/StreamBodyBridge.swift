@@ -24,7 +24,8 @@ package final class StreamBodyBridge: Sendable {
     private let capacity: Int
     private let pump: @Sendable (StreamBodyBridge) async -> Void
 
-    package init<Bytes: AsyncSequence & Sendable>(_ sequence: Bytes, capacity: Int = 1 << 20) where Bytes.Element == Data {
+    package init<Bytes: AsyncSequence & Sendable>(_ sequence: Bytes, capacity: Int = 1 << 20)
+    where Bytes.Element == Data {
         self.capacity = capacity
         self.pump = { bridge in
             do {

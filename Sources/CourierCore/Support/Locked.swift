@@ -33,6 +33,7 @@ extension Locked: @unchecked Sendable where Value: Sendable {}
 
 /// The storage of `Locked`: the value as the header, one mutex as the element.
 @_spi(CourierInternals) public final class LockedBuffer<Value>: ManagedBuffer<Value, pthread_mutex_t> {
+    /// A buffer holding `value` and an initialized mutex.
     @inlinable
     public static func make(_ value: Value) -> LockedBuffer<Value> {
         let buffer = create(minimumCapacity: 1) { _ in value }
@@ -43,6 +44,7 @@ extension Locked: @unchecked Sendable where Value: Sendable {}
         return unsafeDowncast(buffer, to: LockedBuffer<Value>.self)
     }
 
+    /// Runs `body` with the value, the mutex held.
     @inlinable @inline(__always)
     public func withLock<Result, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
