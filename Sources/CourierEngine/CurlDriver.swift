@@ -20,8 +20,8 @@ import Logging
 /// of transfers in flight (the 10,000-transfer target). libcurl 7.88 removes a keep-alive
 /// socket from its interest set when a transfer ends and adds it back for the next one; the
 /// driver keeps such sockets registered while idle ("parked", see `watch(socket:what:easy:)`), which
-/// saves two `epoll_ctl` calls per request. Measured against `curl_multi_poll` in
-/// Documentation/Benchmarks.md: the same speed with 64 transfers in flight.
+/// saves two `epoll_ctl` calls per request. `curl_multi_poll` is no faster at 64 transfers in
+/// flight (Documentation/Benchmarks.md, "Measurements behind the code").
 ///
 /// `@unchecked Sendable`: `inbox` is guarded by its lock (which also orders closing the eventfd
 /// with the last signal); every other `var` is touched only on the engine thread.

@@ -282,8 +282,8 @@ struct PauseState {
 /// shared and released there (`CurlDriver.parsedURL(for:)`).
 ///
 /// Given only `CURLOPT_URL`, libcurl parses the URL again for every transfer and prints its
-/// normalised form back with its own `printf` (in libcurl 7.88, about 12,000 of the 91,000
-/// instructions a small GET costs it, measured with callgrind). Given this parse as well,
+/// normalised form back with its own `printf` (a seventh of what a small GET costs libcurl
+/// 7.88: Documentation/Benchmarks.md, "Measurements behind the code"). Given this parse as well,
 /// it copies the parse instead; `CURLOPT_URL` is still set, as the text libcurl reports.
 final class ParsedURL {
     let handle: OpaquePointer

@@ -2,8 +2,8 @@
 import Foundation
 
 /// A `Decodable` decoder over a `JSONTape`, for `DecodableResponseSerializer`: about twice as
-/// fast as `JSONDecoder` on an API's small objects (3.7 against 7.1 us for the benchmark's
-/// 500-byte object), because it builds no intermediate values (keys are compared in place,
+/// fast as `JSONDecoder` on an API's small objects (Documentation/Benchmarks.md, "Measurements
+/// behind the code"), because it builds no intermediate values (keys are compared in place,
 /// strings made only when asked for).
 ///
 /// It gives `JSONDecoder`'s answer or none: whatever it cannot vouch for (`Date`, `Data`,

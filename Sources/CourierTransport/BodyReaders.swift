@@ -140,8 +140,8 @@ final class SegmentBodyReader: BodyReader {
 
     /// A file's bytes are copied by the kernel from the page cache, where byte `position` sits
     /// at `position % 4096` in its page, to `space`. At some distances between the two
-    /// (`courier_copy_distance`) that copy is several times slower (measured: a 1 GiB upload
-    /// from tmpfs spent 0.5 s more in it). libcurl passes the same buffer to every read, and
+    /// (`courier_copy_distance`) that copy is several times slower (Documentation/Benchmarks.md,
+    /// "Measurements behind the code"). libcurl passes the same buffer to every read, and
     /// full reads keep the distance, so one short read, at most once per segment, moves the
     /// file position to distance 0 from the buffer's start for all the reads after it.
     ///
