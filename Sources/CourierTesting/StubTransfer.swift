@@ -20,6 +20,7 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
         /// Waiting for `resume()` (suspended) or `resumeReceiving()` (the sink paused).
         var gate: [CheckedContinuation<Void, Never>] = []
         var receivePaused = false
+        var onFinish: (@Sendable () -> Void)?
     }
 
     let request: TransferRequest
@@ -28,8 +29,11 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
     private let reporters: TransferReporters?
     private let sink: any ResponseSink
     private let state = Locked(State())
-    /// Called once the transfer has finished.
-    var onFinish: (@Sendable () -> Void)?
+    /// Called once the transfer has finished (then dropped).
+    var onFinish: (@Sendable () -> Void)? {
+        get { state.withLock { $0.onFinish } }
+        set { state.withLock { $0.onFinish = newValue } }
+    }
 
     init(request: TransferRequest, stub: StubTransport, reporters: TransferReporters?, sink: any ResponseSink) {
         self.request = request
@@ -58,7 +62,7 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
     func cancel() {
         typealias Taken = (
             task: Task<Void, Never>?, waiters: [CheckedContinuation<TransferOutput, any Error>],
-            gate: [CheckedContinuation<Void, Never>]
+            gate: [CheckedContinuation<Void, Never>], finished: (@Sendable () -> Void)?
         )
         let taken = state.withLock { state -> Taken? in
             guard state.result == nil, !state.cancelled else { return nil }
@@ -67,15 +71,17 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
             defer {
                 state.waiters = []
                 state.gate = []
+                state.onFinish = nil
+                state.task = nil
             }
-            return (state.task, state.waiters, state.gate)
+            return (state.task, state.waiters, state.gate, state.onFinish)
         }
-        guard let (task, waiters, gate) = taken else { return }
+        guard let (task, waiters, gate, finished) = taken else { return }
         task?.cancel()
         for waiter in waiters { waiter.resume(throwing: CancellationError()) }
         for continuation in gate { continuation.resume() }
         finishReporters(succeeded: false)
-        onFinish?()
+        finished?()
     }
 
     func suspend() {
@@ -141,20 +147,25 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
     }
 
     private func complete(_ result: Result<TransferOutput, any Error>) {
-        let waiters = state.withLock { state -> [CheckedContinuation<TransferOutput, any Error>]? in
+        let taken = state.withLock {
+            state -> (waiters: [CheckedContinuation<TransferOutput, any Error>], finished: (@Sendable () -> Void)?)? in
             guard state.result == nil else { return nil }
             state.result = result
-            defer { state.waiters = [] }
-            return state.waiters
+            defer {
+                state.waiters = []
+                state.onFinish = nil
+                state.task = nil
+            }
+            return (state.waiters, state.onFinish)
         }
-        guard let waiters else { return }
+        guard let (waiters, finished) = taken else { return }
         if case .success = result {
             finishReporters(succeeded: true)
         } else if request.failureEndsProgress {
             finishReporters(succeeded: false)
         }
         for waiter in waiters { waiter.resume(with: result) }
-        onFinish?()
+        finished?()
     }
 
     private func finishReporters(succeeded: Bool) {

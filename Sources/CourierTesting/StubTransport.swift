@@ -132,8 +132,9 @@ public final class StubTransport: Sendable {
             if shutDown {
                 transfer.cancel()
             } else {
+                let id = ObjectIdentifier(transfer)
                 transfer.onFinish = { [weak self] in
-                    _ = self?.transfers.withLock { $0.removeValue(forKey: ObjectIdentifier(transfer)) }
+                    _ = self?.transfers.withLock { $0.removeValue(forKey: id) }
                 }
             }
             return transfer
