@@ -467,9 +467,7 @@ package final class CurlDriver: @unchecked Sendable {
         }
         switch TransferOutcome.evaluate(transfer, easy: easy, code: code) {
         case .redirect(let next):
-            if let observer = next.observer, let response = transfer.head.response {
-                observer.transferRedirected(from: transfer.current.head, to: next.head, response: response)
-            }
+            next.observer?.transferRedirected(from: transfer.current.head, to: next.head, head: transfer.head)
             transfer.earlierHopsDuration += TransferOutcome.totalTime(easy)
             curl_multi_remove_handle(multi, easy)
             // The next hop may change method and body: start from libcurl's defaults.

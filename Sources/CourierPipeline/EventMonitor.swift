@@ -69,51 +69,105 @@ public struct RequestEvent: Sendable {
     }
 }
 
-/// Hands events to a session's monitors without blocking: each monitor has an unbounded
-/// stream of events and one task that takes them in order.
+/// Hands events to a session's monitors without blocking: each monitor has an unbounded queue
+/// of events and one task that takes them in order, in batches.
+///
+/// Response heads come from the transport's thread as recorded: they are parsed into
+/// `HTTPResponse`s on the monitors' tasks, so that the engine thread only queues them.
 package final class EventMonitorGroup: Sendable {
-    private let streams: [AsyncStream<RequestEvent>.Continuation]
+    /// An event as queued: heads not yet parsed.
+    enum Pending: Sendable {
+        case event(RequestEvent)
+        case head(UInt64, Date, ResponseHead, for: HTTPRequest)
+        case redirect(UInt64, Date, from: HTTPRequest, to: HTTPRequest, ResponseHead)
+        case finished(UInt64, Date, HTTPRequest, ResponseHead, TransferMetrics, ResponseSource)
+
+        /// The event a monitor sees; nil for a head that does not parse.
+        var event: RequestEvent? {
+            switch self {
+            case .event(let event):
+                return event
+            case .head(let id, let date, let head, let request):
+                return RequestEvent(requestID: id, date: date, kind: .responseHead(head.response, for: request))
+            case .redirect(let id, let date, let from, let to, let head):
+                return RequestEvent(
+                    requestID: id, date: date, kind: .redirected(from: from, to: to, response: head.response))
+            case .finished(let id, let date, let request, let head, let metrics, let source):
+                return RequestEvent(
+                    requestID: id, date: date,
+                    kind: .finished(request, head.response, metrics: metrics, source: source))
+            }
+        }
+    }
+
+    private let queues: [MonitorQueue]
     private let consumers: [Task<Void, Never>]
 
     /// A group for `monitors`; nil when there are none, so that a session without monitors
     /// builds no events.
     package init?(_ monitors: [any EventMonitor]) {
         guard !monitors.isEmpty else { return nil }
-        var streams: [AsyncStream<RequestEvent>.Continuation] = []
+        var queues: [MonitorQueue] = []
         var consumers: [Task<Void, Never>] = []
         for monitor in monitors {
-            let (stream, continuation) = AsyncStream<RequestEvent>.makeStream(bufferingPolicy: .unbounded)
-            streams.append(continuation)
+            let queue = MonitorQueue()
+            queues.append(queue)
             consumers.append(
                 Task.detached {
-                    for await event in stream { await monitor.handle(event) }
+                    while let batch = await queue.next() {
+                        for pending in batch {
+                            if let event = pending.event { await monitor.handle(event) }
+                        }
+                        // Events that come within the next millisecond are taken together:
+                        // a monitor that keeps up costs a wakeup per batch, not per event.
+                        try? await Task.sleep(for: .milliseconds(1))
+                    }
                 })
         }
-        self.streams = streams
+        self.queues = queues
         self.consumers = consumers
     }
 
     deinit {
         // The consumers drain what is queued, then end.
-        for stream in streams { stream.finish() }
+        for queue in queues { queue.finish() }
     }
 
     /// Queues `kind` for every monitor; returns at once. Callable from any thread.
     package func emit(_ requestID: UInt64, _ kind: RequestEvent.Kind) {
-        let event = RequestEvent(requestID: requestID, kind: kind)
-        for stream in streams { stream.yield(event) }
+        enqueue(.event(RequestEvent(requestID: requestID, kind: kind)))
     }
 
-    /// Waits until every monitor has handled every event queued so far, by ending the streams:
-    /// for tests and for tools that must not exit before their logs are written.
+    /// Queues `finished` for `raw`, whose head is parsed on the monitors' tasks (once, for all).
+    package func emitFinished(_ requestID: UInt64, _ raw: RawResponse) {
+        enqueue(.finished(requestID, Date(), raw.request, raw.head, raw.metrics, raw.source))
+    }
+
+    private func enqueue(_ pending: Pending) {
+        for queue in queues { queue.append(pending) }
+    }
+
+    /// Waits until every monitor has handled every event queued so far, and ends the
+    /// monitors' tasks: for tests and for tools that must not exit before their logs are
+    /// written.
     package func finishAndWait() async {
-        for stream in streams { stream.finish() }
+        for queue in queues { queue.finish() }
         for consumer in consumers { await consumer.value }
+    }
+
+    fileprivate func enqueueHead(_ requestID: UInt64, _ head: ResponseHeadParser, for request: HTTPRequest) {
+        enqueue(.head(requestID, Date(), ResponseHead(recorded: head), for: request))
+    }
+
+    fileprivate func enqueueRedirect(
+        _ requestID: UInt64, from request: HTTPRequest, to next: HTTPRequest, _ head: ResponseHeadParser
+    ) {
+        enqueue(.redirect(requestID, Date(), from: request, to: next, ResponseHead(recorded: head)))
     }
 }
 
 /// Tells a group what the transport sees (response heads, redirects), on the transport's
-/// thread: building the event is all it does there.
+/// thread: queueing the recorded head is all it does there.
 package final class MonitoringObserver: TransferObserver {
     private let group: EventMonitorGroup
     private let requestID: UInt64
@@ -124,11 +178,61 @@ package final class MonitoringObserver: TransferObserver {
     }
 
     package func transferReceivedHead(_ head: ResponseHeadParser, for request: HTTPRequest) {
-        guard let response = head.response else { return }
-        group.emit(requestID, .responseHead(response, for: request))
+        group.enqueueHead(requestID, head, for: request)
     }
 
-    package func transferRedirected(from request: HTTPRequest, to next: HTTPRequest, response: HTTPResponse) {
-        group.emit(requestID, .redirected(from: request, to: next, response: response))
+    package func transferRedirected(from request: HTTPRequest, to next: HTTPRequest, head: ResponseHeadParser) {
+        group.enqueueRedirect(requestID, from: request, to: next, head)
+    }
+}
+
+/// One monitor's events waiting to be handled: appended from any thread without blocking (a
+/// lock around an array), taken a batch at a time by the monitor's task.
+final class MonitorQueue: Sendable {
+    private struct State {
+        var events: [EventMonitorGroup.Pending] = []
+        var waiter: CheckedContinuation<[EventMonitorGroup.Pending]?, Never>?
+        var finished = false
+    }
+
+    private let state = Locked(State())
+
+    func append(_ pending: EventMonitorGroup.Pending) {
+        let waiter = state.withLock { state -> CheckedContinuation<[EventMonitorGroup.Pending]?, Never>? in
+            guard !state.finished else { return nil }
+            guard let waiter = state.waiter else {
+                state.events.append(pending)
+                return nil
+            }
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume(returning: [pending])
+    }
+
+    /// Ends the queue: `next()` returns what is left, then nil.
+    func finish() {
+        let waiter = state.withLock { state -> CheckedContinuation<[EventMonitorGroup.Pending]?, Never>? in
+            state.finished = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: nil)
+    }
+
+    /// Every event queued so far, waiting for one if there is none; nil once finished and empty.
+    func next() async -> [EventMonitorGroup.Pending]? {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> [EventMonitorGroup.Pending]?? in
+                if !state.events.isEmpty {
+                    defer { state.events = [] }
+                    return .some(state.events)
+                }
+                if state.finished { return .some(nil) }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
     }
 }

@@ -135,8 +135,7 @@ package final class RequestPipeline: Sendable {
                     prepared, adapted: adapted, hooks: hooks, requestID: requestID, attempt: attempt,
                     retryable: retryable, reporters: reporters, sink: sink, register: register)
                 try serialize(raw)
-                monitors?.emit(
-                    requestID, .finished(raw.request, raw.response, metrics: raw.metrics, source: raw.source))
+                monitors?.emitFinished(requestID, raw)
                 return raw
             } catch {
                 let decision: RetryDecision =

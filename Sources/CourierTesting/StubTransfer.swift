@@ -232,7 +232,7 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
                 let target = URL(string: location, relativeTo: url)?.absoluteString ?? location
                 let next = try RedirectPolicy.nextRequest(
                     after: current, response: httpResponse, location: target, redirectCount: redirects)
-                current.observer?.transferRedirected(from: current.head, to: next.head, response: httpResponse)
+                current.observer?.transferRedirected(from: current.head, to: next.head, head: head)
                 current = next
                 redirects += 1
                 continue

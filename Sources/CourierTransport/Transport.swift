@@ -79,6 +79,6 @@ package protocol TransferObserver: AnyObject, Sendable {
     /// A complete response head (not an interim 1xx one) arrived for `request`; redirects'
     /// heads too.
     func transferReceivedHead(_ head: ResponseHeadParser, for request: HTTPRequest)
-    /// The transfer follows a redirect from `request` (answered by `response`) to `next`.
-    func transferRedirected(from request: HTTPRequest, to next: HTTPRequest, response: HTTPResponse)
+    /// The transfer follows a redirect from `request` (answered by the head `head`) to `next`.
+    func transferRedirected(from request: HTTPRequest, to next: HTTPRequest, head: ResponseHeadParser)
 }

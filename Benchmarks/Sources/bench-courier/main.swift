@@ -40,6 +40,9 @@ struct BenchCourier: AsyncParsableCommand {
     @Flag(help: "Small mode: add an event monitor that sleeps 10 ms per event.")
     var slowMonitor = false
 
+    @Flag(help: "Small mode: add an event monitor that returns at once.")
+    var fastMonitor = false
+
     func validate() throws {
         guard ["default", "ephemeral"].contains(session) else {
             throw ValidationError("--session must be default or ephemeral")
@@ -61,7 +64,7 @@ struct BenchCourier: AsyncParsableCommand {
         let baseURL = url.deletingLastPathComponent()
         let api = await makeManager(
             baseURL: baseURL, ephemeral: session == "ephemeral", concurrency: options.concurrency,
-            monitors: slowMonitor ? [SleepingMonitor()] : [])
+            monitors: slowMonitor ? [SleepingMonitor()] : fastMonitor ? [QuickMonitor()] : [])
         let expected = options.expectedBytes
         let decode = options.decode
 
@@ -76,7 +79,8 @@ struct BenchCourier: AsyncParsableCommand {
                 try check(status: 200, bodyCount: data.count, expected: expected, request: n)
             }
         }
-        let client = slowMonitor ? "courier-slow-monitor" : decode ? "courier-decode" : "courier"
+        let client =
+            slowMonitor ? "courier-slow-monitor" : fastMonitor ? "courier-monitor" : decode ? "courier-decode" : "courier"
         printResult(client: client, seconds: result.seconds, requests: result.requests)
     }
 
@@ -138,6 +142,11 @@ func makeManager(
     configuration.maximumConnectionsPerHost = concurrency
     configuration.eventMonitors = monitors
     return HTTPSessionManager(baseURL: baseURL, configuration: configuration)
+}
+
+/// A monitor that returns at once: what watching costs.
+struct QuickMonitor: EventMonitor {
+    func handle(_ event: RequestEvent) async {}
 }
 
 /// A monitor that takes 10 ms over every event: the requests must not wait for it.
