@@ -80,7 +80,8 @@ struct BenchCourier: AsyncParsableCommand {
             }
         }
         let client =
-            slowMonitor ? "courier-slow-monitor" : fastMonitor ? "courier-monitor" : decode ? "courier-decode" : "courier"
+            slowMonitor
+            ? "courier-slow-monitor" : fastMonitor ? "courier-monitor" : decode ? "courier-decode" : "courier"
         printResult(client: client, seconds: result.seconds, requests: result.requests)
     }
 
