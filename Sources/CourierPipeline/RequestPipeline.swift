@@ -37,14 +37,17 @@ package struct RequestCall: Sendable {
 }
 
 /// A call turned into a request head and body by the manager's serializer, not yet adapted.
-package struct PreparedRequest: Sendable {
-    package var call: RequestCall
-    package var head: HTTPRequest
-    package var body: RequestBody?
+///
+/// A class: it is handed down through several `async` functions, and a reference is cheaper
+/// to keep in their frames than the copies of a large value.
+package final class PreparedRequest: Sendable {
+    package let call: RequestCall
+    package let head: HTTPRequest
+    package let body: RequestBody?
     /// The session's own header fields, and the transport's shared form of them: a request
     /// that sends exactly those (the common case) reuses it.
-    package var sessionFields: HTTPFields
-    package var sharedHeaders: (any Sendable)?
+    package let sessionFields: HTTPFields
+    package let sharedHeaders: (any Sendable)?
 
     package init(
         call: RequestCall, head: HTTPRequest, body: RequestBody?, sessionFields: HTTPFields,
