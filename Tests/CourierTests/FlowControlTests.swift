@@ -10,9 +10,11 @@ import Testing
         let directory = try DownloadTests.temporaryDirectory()
         let task = api.downloadTask(
             "file/\(name)", parameters: ["n": 2_000_000], to: directory.appendingPathComponent("f"))
-        // 2 MB at 500 kB/s takes 4 s: suspend once some bytes have arrived, long before the end
-        // (waiting on progress, not on the clock, which a busy machine stretches).
-        task.setMaximumBytesPerSecond(500_000)
+        // 2 MB at 100 kB/s takes 20 s: suspend once some bytes have arrived, long before the end
+        // (waiting on progress, not on the clock, which a busy machine stretches: under
+        // ThreadSanitizer, with the whole suite in parallel, this test's task has waited more
+        // than 4 s for a turn, so a faster rate let the download finish before the suspend).
+        task.setMaximumBytesPerSecond(100_000)
         for await progress in task.downloadProgress where progress.completedBytes >= 100_000 { break }
         task.suspend()
         try await Task.sleep(for: .milliseconds(200))
