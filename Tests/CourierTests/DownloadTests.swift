@@ -103,9 +103,11 @@ import Testing
         let directory = try Self.temporaryDirectory()
         let destination = directory.appendingPathComponent("file.bin")
         let total = 4_000_000
-        // Slow the transfer down so that it is still running when cancelled.
+        // Slow the transfer down so that it is still running when cancelled: 16 s for the whole
+        // file, so that a test task starved for seconds (ThreadSanitizer, the whole suite in
+        // parallel) still cancels it part way.
         let download = api.downloadTask("file/\(name)", parameters: ["n": .int(total)], to: destination)
-        download.setMaximumBytesPerSecond(1_000_000)
+        download.setMaximumBytesPerSecond(250_000)
         for await progress in download.downloadProgress where progress.completedBytes > 200_000 { break }
         let resumeData = try #require(await download.cancel(producingResumeData: true))
         await #expect(throws: CancellationError.self) { _ = try await download.value }
