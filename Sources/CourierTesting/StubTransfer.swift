@@ -12,6 +12,8 @@ import HTTPTypes
 final class StubTransfer: TransportTransfer, @unchecked Sendable {
     private struct State {
         var started = false
+        /// The task that runs the exchange was made (once).
+        var launched = false
         var suspended = false
         var cancelled = false
         var task: Task<Void, Never>?
@@ -49,14 +51,22 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
         let launch = state.withLock { state -> Bool in
             guard !state.started, !state.cancelled else { return false }
             state.started = true
-            return !state.suspended
+            guard !state.suspended else { return false }
+            state.launched = true
+            return true
         }
         if launch { launchTask() }
     }
 
+    /// Runs the exchange on a task of its own; called once, after `launched` was set.
     private func launchTask() {
         let task = Task { await self.run() }
-        state.withLock { $0.task = task }
+        let kept = state.withLock { state -> Bool in
+            guard state.result == nil else { return false }
+            state.task = task
+            return true
+        }
+        if !kept { task.cancel() }  // cancelled meanwhile
     }
 
     func cancel() {
@@ -91,7 +101,8 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
     func resume() {
         let (launch, gate) = state.withLock { state in
             state.suspended = false
-            let launch = state.started && state.task == nil && !state.cancelled
+            let launch = state.started && !state.launched && state.result == nil
+            if launch { state.launched = true }
             defer { if !state.receivePaused { state.gate = [] } }
             return (launch, state.receivePaused ? [] : state.gate)
         }

@@ -110,14 +110,14 @@ import Testing
     }
 
     @Test func debugLoggingWritesOneLinePerRequestWithSecretsRedacted() async throws {
-        let sink = LogSink()
-        var logger = Logger(label: "courier-test") { _ in sink }
+        let recorder = LogRecorder()
+        var logger = recorder.logger
         logger.logLevel = .trace
         let api = HTTPSessionManager(
             baseURL: try await TestServers.httpbin(), configuration: .ephemeral, logger: logger)
         let headers = ["Authorization": "Bearer top-secret-token", "Cookie": "session=cookie-secret"]
         let _: JSON = try await api.GET("response-headers", parameters: ["Set-Cookie": "id=xyzzy"], headers: headers)
-        let lines = await sink.lines(waitingFor: { $0.contains { $0.level == .debug } })
+        let lines = await recorder.lines(waitingFor: { $0.contains { $0.level == .debug } })
         let debug = lines.filter { $0.level == .debug }.map(\.message)
         #expect(debug.count == 1)
         let line = try #require(debug.first)
@@ -136,14 +136,14 @@ import Testing
     }
 
     @Test func aLoggerAboveDebugGetsNoMonitor() async throws {
-        let sink = LogSink()
-        var logger = Logger(label: "courier-test") { _ in sink }
+        let recorder = LogRecorder()
+        var logger = recorder.logger
         logger.logLevel = .info
         let api = HTTPSessionManager(
             baseURL: try await TestServers.httpbin(), configuration: .ephemeral, logger: logger)
         let _: JSON = try await api.GET("get")
         #expect(api.pipeline.monitors == nil)
-        #expect(sink.messages.isEmpty)
+        #expect(recorder.messages.isEmpty)
     }
 
     @Test func theCurlDescriptionRunsAndSendsTheSameRequest() async throws {
@@ -191,37 +191,5 @@ extension RequestEvent {
         case .finished: "finished"
         case .failed: "failed"
         }
-    }
-}
-
-/// A swift-log handler that keeps what it is given.
-final class LogSink: LogHandler, @unchecked Sendable {
-    struct Line {
-        var level: Logger.Level
-        var message: String
-    }
-
-    private let recorded = Locked<[Line]>([])
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        recorded.withLock { $0.append(Line(level: event.level, message: event.message.description)) }
-    }
-
-    var messages: [String] { recorded.withLock { $0.map(\.message) } }
-
-    /// The lines once `done` holds for them (waits up to 10 s).
-    func lines(waitingFor done: ([Line]) -> Bool) async -> [Line] {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !done(recorded.withLock { $0 }), ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return recorded.withLock { $0 }
     }
 }

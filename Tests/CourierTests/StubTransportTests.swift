@@ -198,3 +198,20 @@ import Testing
         #expect(stub.requests.map { $0.request.headerFields[.authorization] } == [nil, "Basic YWRhOnB3"])
     }
 }
+
+extension StubTransportTests {
+    @Test func taskControlWorksOnTheStub() async throws {
+        let stub = StubTransport()
+        stub.stub(.get, "held", with: .json("{}"))
+        let api = manager(stub)
+        let task = api.dataTask(.get, "held", serializer: DataResponseSerializer())
+        task.suspend()
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(stub.requests.isEmpty)
+        task.resume()
+        #expect(try await task.value == Data("{}".utf8))
+        task.resume()  // after the end: nothing is sent again
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(stub.requests.count == 1)
+    }
+}

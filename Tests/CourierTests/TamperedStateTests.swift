@@ -333,34 +333,3 @@ import Testing
         #expect(recorder.messages.contains { $0.contains("cookie") && $0.contains("5") }, "\(recorder.messages)")
     }
 }
-
-/// Keeps what a `Logger` made with ``logger`` logs.
-final class LogRecorder: Sendable {
-    private let lock = NSLock()
-    nonisolated(unsafe) private var recorded: [String] = []
-
-    var messages: [String] { lock.withLock { recorded } }
-
-    var logger: Logger {
-        Logger(label: "courier-tests") { _ in Handler(recorder: self) }
-    }
-
-    fileprivate func append(_ message: String) {
-        lock.withLock { recorded.append(message) }
-    }
-
-    private struct Handler: LogHandler {
-        let recorder: LogRecorder
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            recorder.append("\(event.message)")
-        }
-    }
-}
