@@ -118,8 +118,7 @@ package final class RequestPipeline: Sendable {
             let adapted = hooks.runsHooks ? try await hooks.adapt(prepared.head) : prepared.head
             let raw = try await attemptOnce(
                 prepared, adapted: adapted, hooks: hooks, requestID: 0, attempt: 1, retryable: false,
-                reporters: reporters,
-                sink: sink, register: register)
+                reporters: reporters, sink: sink, register: register)
             try serialize(raw)
             return raw
         }
@@ -141,17 +140,18 @@ package final class RequestPipeline: Sendable {
                 monitors?.emitFinished(requestID, raw)
                 return raw
             } catch {
+                let cancelled = error is CancellationError || Task.isCancelled
                 let decision: RetryDecision =
-                    retryable && !(error is CancellationError) && !Task.isCancelled
+                    retryable && !cancelled
                     ? await retryDecision(lastRequest, error: error, context: context, chain: chain) : .doNotRetry
-                if let monitors, retryable {
+                if let monitors, retryable, !cancelled {
                     monitors.emit(
                         requestID,
                         .retryDecided(attempt: attempt, error: error, decision: decision))
                 }
                 switch decision {
                 case .doNotRetry:
-                    if let monitors, !(error is CancellationError) {
+                    if let monitors, !cancelled {
                         monitors.emit(requestID, .failed(lastRequest, error, attempts: attempt))
                     }
                     throw error
