@@ -72,7 +72,9 @@ extension Transfer {
             callbackFailure = failure
             return 0  // aborts the transfer with CURLE_WRITE_ERROR
         }
-        reporters?.download.update(completedBytes: 0, totalBytes: expectedBytes)
+        progressOffset = sink.progressOffset
+        reporters?.download.update(
+            completedBytes: progressOffset, totalBytes: expectedBytes.map { $0 + progressOffset })
         return line.count
     }
 
@@ -90,7 +92,8 @@ extension Transfer {
                 driver.scheduleFlush(self)
             }
             receivedBytes += Int64(bytes.count)
-            reporters?.download.update(completedBytes: receivedBytes, totalBytes: expectedBytes)
+            reporters?.download.update(
+                completedBytes: progressOffset + receivedBytes, totalBytes: expectedBytes.map { $0 + progressOffset })
             return bytes.count
         case .pause:
             refund(bytes.count)

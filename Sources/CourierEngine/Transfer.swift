@@ -73,6 +73,8 @@ final class Transfer: @unchecked Sendable {
     @EngineConfined var receivedBytes: Int64 = 0
     @EngineConfined var sentBytes: Int64 = 0
     @EngineConfined var expectedBytes: Int64?
+    /// The sink's bytes from before this response (a resumed download): progress starts there.
+    @EngineConfined var progressOffset: Int64 = 0
     /// A failure found in a callback (e.g. the body grew past the limit), reported at the end.
     @EngineConfined var callbackFailure: CourierError?
     /// Time spent on redirect hops before the current one.

@@ -34,6 +34,15 @@ package enum RequestBuilding {
         return url
     }
 
+    /// The user name and password written into `url` (`https://user:password@host/`), as a
+    /// credential sent with Basic authentication up front, as curl does; nil when it has none.
+    package static func credential(in url: URL) -> Credential? {
+        guard let user = url.user(percentEncoded: false) else { return nil }
+        return Credential(
+            user: user, password: url.password(percentEncoded: false) ?? "", persistence: .none,
+            sendsPreemptively: true)
+    }
+
     /// Checks scheme and host.
     static func validate(_ url: URL) throws(CourierError) {
         guard let scheme = url.scheme?.lowercased() else {

@@ -1,7 +1,7 @@
 @_spi(CourierInternals) import CourierCore
 
-/// Media types for common file name extensions, for multipart file parts.
-enum MIMEType {
+/// Media types for common file name extensions, for multipart file parts and file uploads.
+package enum MIMEType {
     static let byExtension: [String: String] = [
         "txt": "text/plain", "text": "text/plain", "log": "text/plain", "md": "text/markdown",
         "html": "text/html", "htm": "text/html", "css": "text/css", "csv": "text/csv",
@@ -32,7 +32,7 @@ enum MIMEType {
     ]
 
     /// The type for `fileName`'s extension; `application/octet-stream` when unknown.
-    static func forFileName(_ fileName: String) -> String {
+    package static func forFileName(_ fileName: String) -> String {
         guard let dot = fileName.lastIndex(of: "."), dot != fileName.startIndex else {
             return "application/octet-stream"
         }

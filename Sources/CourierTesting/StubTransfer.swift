@@ -265,7 +265,8 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
             _ = sink.end(.failed)
             throw failure.withContext { if $0.url == nil { $0.url = url } }
         }
-        reporters?.download.update(completedBytes: 0, totalBytes: expected)
+        let offset = sink.progressOffset
+        reporters?.download.update(completedBytes: offset, totalBytes: expected.map { $0 + offset })
         var received: Int64 = 0
         for (index, chunk) in (isHead ? [] : response.chunks).enumerated() {
             if index > 0, response.chunkDelay > .zero { try await Task.sleep(for: response.chunkDelay) }
@@ -287,7 +288,7 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
             }
             if sink.needsFlush { sink.flush() }
             received += Int64(chunk.count)
-            reporters?.download.update(completedBytes: received, totalBytes: expected)
+            reporters?.download.update(completedBytes: offset + received, totalBytes: expected.map { $0 + offset })
         }
         if let failure = response.failure {
             let collected = sink.end(.failed)

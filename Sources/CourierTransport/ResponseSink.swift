@@ -20,11 +20,16 @@ package protocol ResponseSink: AnyObject {
     /// handing each chunk to another thread on its own would cost a wakeup apiece.
     var needsFlush: Bool { get }
     func flush()
+    /// Bytes of the body the destination held before this response (a resumed download's
+    /// partial file, after a 206): download progress counts from there, and the total includes
+    /// them. Read after `begin`.
+    var progressOffset: Int64 { get }
 }
 
 extension ResponseSink {
     package var needsFlush: Bool { false }
     package func flush() {}
+    package var progressOffset: Int64 { 0 }
 }
 
 package enum SinkWrite {

@@ -20,12 +20,25 @@ public struct UploadBody: Sendable {
     let source: Source
     let contentType: String?
 
-    /// Bytes in memory (sent from memory without another copy).
+    /// The `Content-Type` the upload is sent with unless its headers name one: the given type;
+    /// for a file, the type its extension suggests; otherwise `application/octet-stream`. Never
+    /// none: libcurl would then send a body as `application/x-www-form-urlencoded`, and a
+    /// server would parse the bytes as a form.
+    var effectiveContentType: String {
+        if let contentType { return contentType }
+        if case .file(let url) = source { return MIMEType.forFileName(url.lastPathComponent) }
+        return "application/octet-stream"
+    }
+
+    /// Bytes in memory (sent from memory without another copy); `application/octet-stream`
+    /// unless `contentType` (or the call's headers) say otherwise.
     public static func data(_ data: Data, contentType: String? = nil) -> UploadBody {
         UploadBody(source: .content(.data(data)), contentType: contentType)
     }
 
-    /// A file, read while the request is sent (constant memory) with an exact `Content-Length`.
+    /// A file, read while the request is sent (constant memory) with an exact `Content-Length`;
+    /// its `Content-Type` is `contentType`, else the one its extension suggests
+    /// (`application/octet-stream` when unknown).
     public static func file(_ url: URL, contentType: String? = nil) -> UploadBody {
         UploadBody(source: .file(url), contentType: contentType)
     }
@@ -88,7 +101,7 @@ extension HTTPSessionManager {
             do {
                 var call = Call(
                     method: method, path: path, headers: headers, body: try body.requestBody(compressed: compressed),
-                    contentType: body.contentType)
+                    contentType: body.effectiveContentType)
                 call.usesLargeBuffers = true
                 if let background {
                     guard case .file(let source) = body.source else {

@@ -260,6 +260,14 @@ open class HTTPSessionManager {
         } else {
             let url = try RequestBuilding.resolve(call.path, against: baseURL)
             head = HTTPRequest(method: call.method, url: url, headerFields: fields)
+            // `https://user:password@host/` (in the path or the base URL): the request head has
+            // no place for the user info, so it becomes the call's credential, scoped to that
+            // origin, unless the call has its own.
+            if call.options.credential == nil, let credential = RequestBuilding.credential(in: url) {
+                var call = call
+                call.options.credential = credential
+                return try prepare(call)
+            }
         }
         if let body = call.body {
             if let contentType = call.contentType, head.headerFields[.contentType] == nil {

@@ -47,6 +47,8 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
 
     let file: URL
     let resumeOffset: Int64?
+    /// The bytes already on disk that this response continues (set by `begin` after a 206).
+    private(set) var progressOffset: Int64 = 0
     /// The partial file of a resumed download, opened (and checked) when the task was made;
     /// taken over by `begin`, closed by `end` or, if the transfer never began, on release.
     private var resumeDescriptor: Int32
@@ -114,6 +116,7 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
                         .init(message: "The server resumed the download at another offset than \(resumeOffset)"))
                 }
                 written = resumeOffset
+                progressOffset = resumeOffset
             }
             // A 200: the server sends everything again (If-Range did not match), from offset 0.
             descriptor = resumeDescriptor
