@@ -52,11 +52,14 @@ public struct RequestContext: Sendable {
     public var requestID: UInt64
     /// The attempt being adapted, or the one that failed: 1 for the first.
     public var attempt: Int
+    /// When the request's first attempt was adapted: deadlines across attempts count from here.
+    public var firstAttemptStarted: ContinuousClock.Instant
 
     /// A context.
-    public init(requestID: UInt64, attempt: Int) {
+    public init(requestID: UInt64, attempt: Int, firstAttemptStarted: ContinuousClock.Instant = .now) {
         self.requestID = requestID
         self.attempt = attempt
+        self.firstAttemptStarted = firstAttemptStarted
     }
 }
 

@@ -102,8 +102,9 @@ package final class RequestPipeline: Sendable {
     /// what it throws fails the attempt), retrying as the interceptors decide.
     ///
     /// `sink` receives the body instead of memory (downloads, byte streams); `register` is
-    /// given each transfer before it starts (task objects control it). A request with a sink,
-    /// or with a body that cannot be sent again, is not retried.
+    /// given each transfer before it starts (task objects control it). A request with a body
+    /// that cannot be sent again is not retried, nor is one whose sink cannot take another
+    /// attempt (a byte stream's); a download's sink continues from the bytes it has.
     ///
     /// Not generic, so that it is compiled once, optimized, in this module.
     package func perform(
@@ -124,13 +125,18 @@ package final class RequestPipeline: Sendable {
         }
         let requestID = lastRequestID.add(1, ordering: .relaxed).newValue
         monitors?.emit(requestID, .created(prepared.head))
-        let retryable = sink == nil && (prepared.body?.isReplayable ?? true) && interceptorsApply
+        let retryable =
+            (sink?.takesAnotherAttempt ?? true) && (prepared.body?.isReplayable ?? true) && interceptorsApply
+        let started = ContinuousClock.now
         var attempt = 1
         var lastRequest = prepared.head
+        // What a sink asked the next attempt to add (a download's `Range` and `If-Range`).
+        var continuation = HTTPFields()
         while true {
-            let context = RequestContext(requestID: requestID, attempt: attempt)
+            let context = RequestContext(requestID: requestID, attempt: attempt, firstAttemptStarted: started)
             do {
-                let adapted = try await adapt(prepared, hooks: hooks, context: context, chain: chain)
+                var adapted = try await adapt(prepared, hooks: hooks, context: context, chain: chain)
+                for field in continuation { adapted.headerFields[field.name] = field.value }
                 lastRequest = adapted
                 monitors?.emit(requestID, .adapted(adapted, attempt: attempt))
                 let raw = try await attemptOnce(
@@ -141,9 +147,16 @@ package final class RequestPipeline: Sendable {
                 return raw
             } catch {
                 let cancelled = error is CancellationError || Task.isCancelled
-                let decision: RetryDecision =
+                var decision: RetryDecision =
                     retryable && !cancelled
                     ? await retryDecision(lastRequest, error: error, context: context, chain: chain) : .doNotRetry
+                if decision != .doNotRetry, let sink {
+                    if let fields = await sink.prepareAnotherAttempt() {
+                        continuation = fields
+                    } else {
+                        decision = .doNotRetry
+                    }
+                }
                 if let monitors, retryable, !cancelled {
                     monitors.emit(
                         requestID,
@@ -154,11 +167,17 @@ package final class RequestPipeline: Sendable {
                     if let monitors, !cancelled {
                         monitors.emit(requestID, .failed(lastRequest, error, attempts: attempt))
                     }
+                    sink?.abandonAnotherAttempt(cancelled: cancelled)
                     throw error
                 case .retry:
                     break
                 case .retryAfter(let delay):
-                    try await Task.sleep(for: delay)
+                    do {
+                        try await Task.sleep(for: delay)
+                    } catch {
+                        sink?.abandonAnotherAttempt(cancelled: true)
+                        throw error
+                    }
                 }
                 attempt += 1
             }

@@ -10,7 +10,7 @@ import Foundation
 ///
 /// The cache reads `Date`, `Expires` and `Last-Modified` for every lookup, so this walks the
 /// UTF-8 bytes once, without a formatter, a lock or an allocation.
-enum HTTPDate {
+package enum HTTPDate {
     package static func parse(_ text: String) -> Date? {
         var text = text
         return text.withUTF8 { parse(bytes: $0) }

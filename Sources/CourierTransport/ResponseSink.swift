@@ -1,6 +1,7 @@
 @_spi(CourierInternals) import CourierCore
 import CourierStorage
 import Foundation
+import HTTPTypes
 
 /// Where a transfer's response body goes. Used by one thread at a time: the engine's thread, or
 /// the task that runs a stub transfer.
@@ -24,9 +25,24 @@ package protocol ResponseSink: AnyObject {
     /// partial file, after a 206): download progress counts from there, and the total includes
     /// them. Read after `begin`.
     var progressOffset: Int64 { get }
+
+    /// Whether the sink can take the response of another attempt after a failed one (the
+    /// pipeline retries a request with a sink only if so).
+    var takesAnotherAttempt: Bool { get }
+    /// After a failed attempt, before the next: waits for the last transfer to end the sink,
+    /// readies it for another response, and returns the header fields the next request must
+    /// carry (a download's `Range` and `If-Range`, to continue from the bytes it has); nil when
+    /// it cannot take one (the request then fails with its error).
+    func prepareAnotherAttempt() async -> HTTPFields?
+    /// The pipeline gave up after `prepareAnotherAttempt()` readied the sink and before a
+    /// transfer took it: end it as a transfer would have. Does nothing otherwise.
+    func abandonAnotherAttempt(cancelled: Bool)
 }
 
 extension ResponseSink {
+    package var takesAnotherAttempt: Bool { false }
+    package func prepareAnotherAttempt() async -> HTTPFields? { nil }
+    package func abandonAnotherAttempt(cancelled: Bool) {}
     package var needsFlush: Bool { false }
     package func flush() {}
     package var progressOffset: Int64 { 0 }

@@ -78,11 +78,16 @@ class FileStats:
         self.ranges: list[str | None] = []
         self.drops = 0
         self.authorizations: list[str | None] = []
+        self.times: list[float] = []              # arrival times (time.time())
+        self.methods: list[str] = []
+        self.last_event_ids: list[str | None] = []
 
     def as_json(self) -> dict:
         return {"requests": self.requests, "bytesSent": self.bytes_sent,
                 "ranges": list(self.ranges), "drops": self.drops,
-                "authorizations": list(self.authorizations)}
+                "authorizations": list(self.authorizations),
+                "times": list(self.times), "methods": list(self.methods),
+                "lastEventIds": list(self.last_event_ids)}
 
 
 STATS: dict[str, FileStats] = {}
@@ -971,6 +976,124 @@ def route_auth_required(conn: Conn, req: Request) -> bool:
     return respond(conn, req, 200, b'{"authenticated": true}', content_type="application/json")
 
 
+# --------------------------------------------------------------------------
+# Retries, token refresh and event streams: per-name state in `/stats/<name>`.
+
+
+def retry_after_value(value: str) -> str:
+    """`Retry-After` as given, except that `date+S` becomes the HTTP-date S seconds from now."""
+    if value.startswith("date+"):
+        seconds = value[len("date+"):]
+        if not seconds.isdigit():
+            raise BadRequest(400, "retry-after date+S needs whole seconds S")
+        return http_date(time.time() + int(seconds))
+    return value
+
+
+def route_flaky(conn: Conn, req: Request) -> bool:
+    """The first `fail` requests (default 1) for `<name>` answer `status` (default 503) with
+    the body `flaky <k>` (k counts the name's requests from 1) and, if `retry-after` is given,
+    `Retry-After` (verbatim, or for `date+S` the HTTP-date S seconds from now); later ones
+    answer 200 with `{"attempt": k, "method": M}`.  Records each request's arrival time and
+    method in `/stats/<name>` (`times`, `methods`)."""
+    arrived = time.time()
+    name = req.path[len("/flaky/"):]
+    if not name:
+        return respond(conn, req, 404, b"no flaky name\n")
+    fail = req.int_param("fail", 1)
+    status = req.int_param("status", 503, minimum=200)
+    if status > 599:
+        raise BadRequest(400, "status must be 200..599")
+    headers = []
+    if "retry-after" in req.params:
+        headers.append(("Retry-After", retry_after_value(raw_param(req, "retry-after", ""))))
+    read_body(conn, req, None)
+    st = stats_for(name)
+    with STATS_LOCK:
+        st.requests += 1
+        st.times.append(arrived)
+        st.methods.append(req.method)
+        attempt = st.requests
+    if attempt > fail:
+        body = json.dumps({"attempt": attempt, "method": req.method}).encode()
+        return respond(conn, req, 200, body, content_type="application/json")
+    if status in (204, 304):
+        return respond(conn, req, status, b"", headers=headers, send_length=False)
+    return respond(conn, req, status, f"flaky {attempt}\n".encode(), headers=headers)
+
+
+def route_bearer(conn: Conn, req: Request) -> bool:
+    """Records the request's `Authorization` (in `/stats/<name>`), waits `delay` ms (default
+    0), then answers 200 and `{"authenticated": true}` if it is `Bearer <token>` (default
+    token `fresh`), else 401 with `WWW-Authenticate: Bearer realm="fault"`."""
+    delay = req.int_param("delay", 0) / 1000.0
+    token = req.params.get("token", "fresh")
+    record_authorization(req.path[len("/bearer/"):], req)
+    read_body(conn, req, None)
+    if delay:
+        time.sleep(delay)
+    if req.header("Authorization") != f"Bearer {token}":
+        return respond(conn, req, 401, b"bearer token missing or stale\n",
+                       headers=[("WWW-Authenticate", 'Bearer realm="fault"')])
+    return respond(conn, req, 200, b'{"authenticated": true}', content_type="application/json")
+
+
+EVENT_PAUSE = 0.02  # between the pieces of an event stream, so each arrives on its own
+
+# The first connection: a comment, a retry field, then events 1..3, where event 2 is split
+# mid-line across two pieces and event 3 uses CR LF line endings.  Then the server "crashes".
+EVENTS_FIRST = [b"id: 1\nevent: greeting\ndata: hello\n\n",
+                b"id: 2\ndata: line o", b"ne\ndata: line two\n\n",
+                b"id: 3\r\ndata: three\r\n\r\n"]
+# The reconnection with `Last-Event-ID: 3`: the rest, then a normal end.
+EVENTS_RESUMED = [b"id: 4\ndata: four\n\n", b"event: done\ndata: bye\n\n"]
+
+
+def send_paced_chunks(conn: Conn, pieces: list[bytes], pause: float) -> None:
+    """Each piece as a chunk of its own, `pause` seconds before each; no terminating chunk."""
+    for piece in pieces:
+        time.sleep(pause)
+        conn.send(b"%x\r\n" % len(piece) + piece + b"\r\n")
+
+
+def route_events(conn: Conn, req: Request) -> bool:
+    """A Server-Sent Events stream (chunked, `Cache-Control: no-store`, pieces ~20 ms apart).
+    Without `Last-Event-ID`: `: hello comment`, `retry: <retry>` (ms, default 300), events
+    1..3, then the connection drops without the terminating chunk.  With `Last-Event-ID: 3`:
+    events 4 and `done`, then a normal end (connection closed).  Any other `Last-Event-ID`:
+    204.  Records each request's arrival time and `Last-Event-ID` (or null) in
+    `/stats/<name>` (`times`, `lastEventIds`)."""
+    arrived = time.time()
+    name = req.path[len("/events/"):]
+    retry = req.int_param("retry", 300)
+    read_body(conn, req, None)
+    last_id = req.header("Last-Event-ID")
+    st = stats_for(name)
+    with STATS_LOCK:
+        st.requests += 1
+        st.times.append(arrived)
+        st.last_event_ids.append(last_id)
+    if last_id is not None and last_id != "3":
+        return respond(conn, req, 204, b"", send_length=False)
+    headers = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store"),
+               ("Transfer-Encoding", "chunked")]
+    if req.method == "HEAD":
+        keep = req.keep_alive
+        conn.send(head_bytes(200, headers + conn_header(req, keep)))
+        return keep
+    if last_id is None:
+        conn.send(head_bytes(200, headers))
+        pieces = [b": hello comment\n\n", b"retry: %d\n\n" % retry] + EVENTS_FIRST
+        send_paced_chunks(conn, pieces, EVENT_PAUSE)
+        time.sleep(EVENT_PAUSE)
+        conn.lingering_close()
+        raise ConnectionDone()
+    conn.send(head_bytes(200, headers + conn_header(req, False)))
+    send_paced_chunks(conn, EVENTS_RESUMED, EVENT_PAUSE)
+    conn.send(b"0\r\n\r\n")
+    return False
+
+
 def dispatch(conn: Conn, req: Request) -> bool:
     if req.target.startswith("http://"):
         return route_proxy(conn, req)
@@ -1041,6 +1164,12 @@ def dispatch(conn: Conn, req: Request) -> bool:
         return route_auth_redirect(conn, req)
     if p.startswith("/auth-required/"):
         return route_auth_required(conn, req)
+    if p.startswith("/flaky/"):
+        return route_flaky(conn, req)
+    if p.startswith("/bearer/"):
+        return route_bearer(conn, req)
+    if p.startswith("/events/"):
+        return route_events(conn, req)
     read_body(conn, req, None)
     return respond(conn, req, 404, f"no route for {p}\n".encode())
 

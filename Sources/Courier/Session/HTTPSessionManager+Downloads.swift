@@ -113,7 +113,8 @@ extension HTTPSessionManager {
             validatorArrived = { validator in journal.update(identifier) { $0.validator = validator } }
         }
         let sink = DownloadSink(
-            file: temporary, resuming: resuming?.partial, keepsPartialWhenInterrupted: background != nil,
+            file: temporary, resuming: resuming?.partial, validator: resume?.validator,
+            keepsPartialWhenInterrupted: background != nil,
             validatorArrived: validatorArrived)
         sink.sourceURL = resume?.url.absoluteString
         let originalHeaders = resume?.headers ?? call.headers

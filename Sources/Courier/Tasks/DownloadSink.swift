@@ -40,13 +40,19 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
 
     private struct Shared {
         var phase = Phase.idle
+        /// Readied for another attempt (idle again): `result()` waits for that attempt.
+        var readied = false
         var wantsPartial = false
         var sourceURL: String?
         var waiters: [CheckedContinuation<Result, Never>] = []
     }
 
     let file: URL
-    let resumeOffset: Int64?
+    /// The bytes of `file` this response continues; nil for a fresh download. Set again when
+    /// the sink is readied for another attempt.
+    private(set) var resumeOffset: Int64?
+    /// The validator for `If-Range` when the sink asks for the rest of a partial file.
+    private var resumeValidator: String?
     /// The bytes already on disk that this response continues (set by `begin` after a 206).
     private(set) var progressOffset: Int64 = 0
     /// The partial file of a resumed download, opened (and checked) when the task was made;
@@ -72,11 +78,12 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
     /// `file` is a new temporary file; with `resuming`, the sink finishes that partial file
     /// instead (and owns its descriptor).
     init(
-        file: URL, resuming partial: ResumeData.OpenedPartialFile? = nil, keepsPartialWhenInterrupted: Bool = false,
-        validatorArrived: (@Sendable (String?) -> Void)? = nil
+        file: URL, resuming partial: ResumeData.OpenedPartialFile? = nil, validator: String? = nil,
+        keepsPartialWhenInterrupted: Bool = false, validatorArrived: (@Sendable (String?) -> Void)? = nil
     ) {
         self.file = partial?.file ?? file
         self.resumeOffset = partial?.offset
+        self.resumeValidator = validator
         self.resumeDescriptor = partial?.descriptor ?? -1
         self.keepsPartialWhenInterrupted = keepsPartialWhenInterrupted
         self.validatorArrived = validatorArrived
@@ -88,8 +95,10 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
         let proceed = shared.withLock { shared -> Bool in
             guard case .idle = shared.phase else { return false }
             shared.phase = .writing
+            shared.readied = false
             return true
         }
+        written = 0
         guard proceed else { return .fileSystem(.init(url: nil, message: "The download was cancelled")) }
         let status = head.statusCode
         validator = head.lastValue(of: "etag") ?? head.lastValue(of: "last-modified")
@@ -199,6 +208,62 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
         if resumeDescriptor >= 0 { close(resumeDescriptor) }
     }
 
+    // MARK: Between attempts
+
+    var takesAnotherAttempt: Bool { true }
+
+    /// Readies the sink to continue what the last attempt left: the partial file from its
+    /// end (with `Range` and `If-Range`), or a fresh start when nothing was kept. Nil when the
+    /// body is complete, when bytes were kept but there is no validator to check that the
+    /// rest belongs to them, or when the partial file cannot be opened again.
+    func prepareAnotherAttempt() async -> HTTPFields? {
+        let last = await result()
+        switch last {
+        case .complete:
+            return nil
+        case .partial(_, let bytes, let validator):
+            guard let validator = validator ?? resumeValidator else { return nil }
+            resumeOffset = bytes
+            resumeValidator = validator
+        case .none:
+            if resumeOffset == nil {
+                createdFile = false  // a fresh start; anything this sink made is gone
+                return ready(HTTPFields())
+            }
+        }
+        // Continue the partial file (a resumed download whose attempt kept nothing continues
+        // it from where it was).
+        guard let offset = resumeOffset else { return nil }
+        let descriptor = open(file.path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else { return nil }
+        resumeDescriptor = descriptor
+        written = offset  // what `end` reports if no transfer takes the sink
+        var fields = HTTPFields()
+        fields[.range] = "bytes=\(offset)-"
+        if let resumeValidator { fields[.ifRange] = resumeValidator }
+        return ready(fields)
+    }
+
+    private func ready(_ fields: HTTPFields) -> HTTPFields {
+        errorBody = nil
+        alreadyComplete = false
+        progressOffset = 0
+        shared.withLock { shared in
+            shared.phase = .idle
+            shared.readied = true
+        }
+        return fields
+    }
+
+    func abandonAnotherAttempt(cancelled: Bool) {
+        let readied = shared.withLock { shared -> Bool in
+            guard case .idle = shared.phase, shared.readied else { return false }
+            shared.phase = .writing  // a late `begin` refuses
+            return true
+        }
+        if readied { _ = end(cancelled ? .cancelled : .failed) }
+    }
+
     // MARK: Caller side
 
     /// The URL of the request, query included, recorded when the transfer is made (for
@@ -225,6 +290,9 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
                 switch shared.phase {
                 case .ended(let result): return result
                 case .abandoned: return Result.none
+                case .idle where shared.readied:
+                    shared.waiters.append(continuation)  // the next attempt, or its abandonment, ends it
+                    return nil
                 case .idle:
                     shared.phase = .abandoned  // if the driver gets to `begin` now, it refuses
                     return Result.none

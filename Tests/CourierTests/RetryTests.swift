@@ -1,0 +1,216 @@
+@_spi(CourierInternals) import CourierCore
+import Foundation
+import HTTPTypes
+import Testing
+
+@testable import Courier
+
+/// `RetryPolicy` against the fault server: what is retried, how long it waits, and when it
+/// stops.
+@Suite struct RetryTests {
+    typealias Recorder = EventMonitorTests.Recorder
+
+    /// A manager on the fault server whose requests retry with `policy`, and the events.
+    static func manager(_ policy: RetryPolicy) async throws -> (HTTPSessionManager, Recorder) {
+        let recorder = Recorder()
+        let api = try await faultManager {
+            $0.interceptors = [policy]
+            $0.eventMonitors = [recorder]
+        }
+        return (api, recorder)
+    }
+
+    /// The fault server's record of `name`, read without a retry policy.
+    static func stats(_ name: String) async throws -> JSON {
+        try await faultManager().GET("stats/\(name)")
+    }
+
+    /// The retry decisions among `recorder`'s events, once the request has finished or failed
+    /// (waits up to 10 s).
+    static func decisions(_ recorder: Recorder) async -> [(Int, any Error, RetryDecision)] {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline,
+            !recorder.events.withLock({ $0.contains { ["finished", "failed"].contains($0.name) } })
+        {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return recorder.events.withLock { events in
+            events.compactMap { event in
+                if case .retryDecided(let attempt, let error, let decision) = event.kind {
+                    return (attempt, error, decision)
+                }
+                return nil
+            }
+        }
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    static func name(_ prefix: String) -> String { "\(prefix)-\(UUID().uuidString.prefix(8))" }
+
+    @Test func a503IsRetriedAndTheDelayIsInTheEvent() async throws {
+        let (api, recorder) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(200)))
+        let name = Self.name("flaky")
+        let reply: JSON = try await api.GET("flaky/\(name)", parameters: ["fail": 1, "status": 503])
+        #expect(reply["attempt"] == 2)
+        let decisions = await Self.decisions(recorder)
+        try #require(decisions.count == 1)
+        #expect(decisions[0].0 == 1)
+        #expect(isCourierError(decisions[0].1) { $0.response?.status.code == 503 })
+        switch decisions[0].2 {
+        case .retry: break  // a jittered wait of zero
+        case .retryAfter(let delay): #expect(delay <= .milliseconds(200))
+        case .doNotRetry: Issue.record("the 503 was not retried")
+        }
+        #expect(try await Self.stats(name)["requests"] == 2)
+    }
+
+    @Test(arguments: ["2", "date+2"])
+    func retryAfterIsHonoured(_ retryAfter: String) async throws {
+        let (api, recorder) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(1)))
+        let name = Self.name("retry-after")
+        let reply: JSON = try await api.GET(
+            "flaky/\(name)", parameters: ["fail": 1, "status": 429, "retry-after": .string(retryAfter)])
+        #expect(reply["attempt"] == 2)
+        let decisions = await Self.decisions(recorder)
+        guard case .retryAfter(let delay) = decisions.first?.2 else {
+            Issue.record("expected a wait, got \(decisions.map(\.2))")
+            return
+        }
+        // Seconds: exactly 2 s. An HTTP date has whole seconds: between 1 and 2 s from now.
+        if retryAfter == "2" {
+            #expect(delay == .seconds(2))
+        } else {
+            #expect(delay > .milliseconds(900) && delay <= .seconds(2))
+        }
+        let times = try await Self.stats(name)["times"].arrayValue?.compactMap(\.doubleValue) ?? []
+        try #require(times.count == 2)
+        #expect(times[1] - times[0] >= Self.seconds(delay) - 0.05)
+    }
+
+    @Test func aLongRetryAfterWaitsOnlyTheCap() async throws {
+        let (api, recorder) = try await Self.manager(RetryPolicy(maximumRetryAfter: .milliseconds(300)))
+        let name = Self.name("capped")
+        let started = ContinuousClock.now
+        let reply: JSON = try await api.GET(
+            "flaky/\(name)", parameters: ["fail": 1, "status": 503, "retry-after": "120"])
+        #expect(reply["attempt"] == 2)
+        #expect(ContinuousClock.now - started >= .milliseconds(300))
+        let decisions = await Self.decisions(recorder)
+        #expect(decisions.first?.2 == .retryAfter(.milliseconds(300)))
+    }
+
+    @Test func aPOSTIsNotRetriedUnlessAllowed() async throws {
+        let (api, _) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(1)))
+        let name = Self.name("post")
+        let error = await capturedError {
+            let _: JSON = try await api.POST("flaky/\(name)", parameters: ["fail": 1, "x": 1])
+        }
+        #expect(isCourierError(error) { $0.response?.status.code == 503 })
+        #expect(try await Self.stats(name)["requests"] == 1)
+
+        // Allowed: sent again, body and all.
+        var policy = RetryPolicy(initialDelay: .milliseconds(1))
+        policy.retryableMethods.insert(.post)
+        let (allowing, _) = try await Self.manager(policy)
+        let again = Self.name("post-allowed")
+        let reply: JSON = try await allowing.POST("flaky/\(again)?fail=1", parameters: ["x": 1])
+        #expect(reply == ["attempt": 2, "method": "POST"])
+    }
+
+    @Test func aStatusNotInTheSetIsNotRetried() async throws {
+        let (api, _) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(1)))
+        let name = Self.name("404")
+        let error = await capturedError {
+            let _: JSON = try await api.GET("flaky/\(name)", parameters: ["fail": 1, "status": 404])
+        }
+        #expect(isCourierError(error) { $0.response?.status.code == 404 })
+        #expect(try await Self.stats(name)["requests"] == 1)
+    }
+
+    @Test func aRefusedConnectionIsRetriedUntilTheDeadline() async throws {
+        let port = try unusedPort()
+        let policy = RetryPolicy(
+            maximumAttempts: 1000, initialDelay: .milliseconds(50), maximumDelay: .milliseconds(100),
+            deadline: .seconds(1), budget: nil)
+        let (api, recorder) = try await Self.manager(policy)
+        let started = ContinuousClock.now
+        let error = await capturedError {
+            let _: JSON = try await api.GET("http://127.0.0.1:\(port)/")
+        }
+        let elapsed = ContinuousClock.now - started
+        #expect(isCourierError(error) { if case .cannotConnect = $0 { true } else { false } })
+        let decisions = await Self.decisions(recorder)
+        // Many attempts, all refused; the last decision gave up, well before 1000 attempts.
+        #expect(decisions.count >= 3)
+        #expect(decisions.count < 1000)
+        #expect(decisions.last?.2 == .doNotRetry)
+        #expect(decisions.dropLast().allSatisfy { $0.2 != .doNotRetry })
+        // No attempt started after the deadline: the waits add up to less than it.
+        let waited = decisions.reduce(Duration.zero) { total, decision in
+            if case .retryAfter(let delay) = decision.2 { return total + delay }
+            return total
+        }
+        #expect(waited <= .seconds(1))
+        #expect(elapsed >= waited)
+    }
+
+    @Test func theBudgetStopsRetriesWhenMostAttemptsFail() async throws {
+        let policy = RetryPolicy(
+            initialDelay: .zero, budget: RetryBudget(maximumTokens: 4, tokensPerRequest: 0.1))
+        let (api, _) = try await Self.manager(policy)
+        let name = Self.name("budget")
+        var attempts: [Int] = []
+        var seen = 0
+        for _ in 0..<10 {
+            _ = await capturedError {
+                let _: JSON = try await api.GET("flaky/\(name)", parameters: ["fail": 1000])
+            }
+            let total = try await Self.stats(name)["requests"].intValue ?? 0
+            attempts.append(total - seen)
+            seen = total
+        }
+        // Full bucket (4): 3 attempts, then 2, then retries stop (a retry needs more than 2).
+        #expect(attempts == [3, 2, 1, 1, 1, 1, 1, 1, 1, 1])
+        #expect(policy.budget!.available < 2)
+    }
+
+    @Test func aDownloadCutHalfWayContinuesFromTheBytesOnDisk() async throws {
+        let (api, recorder) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(10)))
+        let name = Self.name("cut")
+        let total = 1_000_000
+        let directory = try DownloadTests.temporaryDirectory()
+        let destination = directory.appendingPathComponent("file.bin")
+        let task = api.downloadTask(
+            "file/\(name)", parameters: ["n": .int(total), "drop-after": .int(total / 2)], to: destination)
+        var seen: [TransferProgress] = []
+        for await progress in task.downloadProgress { seen.append(progress) }
+        let response = try await task.value
+        #expect(response == destination)
+        #expect(try Data(contentsOf: destination) == faultBytes(total))
+        #expect(try DownloadTests.contents(directory) == ["file.bin"])
+        // The second request asked for the missing half only, and nothing was sent twice.
+        let stats = try await Self.stats(name)
+        #expect(stats["ranges"] == [nil, .string("bytes=\(total / 2)-")])
+        #expect(stats["bytesSent"] == .int(total))
+        // Progress never went back, and ended at the whole file.
+        let completed = seen.map(\.completedBytes)
+        #expect(completed == completed.sorted())
+        #expect(seen.last?.completedBytes == Int64(total))
+        let decisions = await Self.decisions(recorder)
+        #expect(decisions.count == 1)
+        #expect(isCourierError(decisions.first?.1) { if case .connectionLost = $0 { true } else { false } })
+    }
+
+    @Test func aByteStreamIsNotRetried() async throws {
+        let (api, _) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(1)))
+        let name = Self.name("stream")
+        let error = await capturedError {
+            for try await _ in api.bytes(.get, "flaky/\(name)", parameters: ["fail": 1]) {}
+        }
+        #expect(error != nil)
+        #expect(try await Self.stats(name)["requests"] == 1)
+    }
+}
