@@ -57,6 +57,10 @@ public enum CourierError: Error, Sendable {
     case transport(Context)
     /// The cache policy forbade loading (`returnCacheDataDontLoad`) and nothing was stored.
     case notCached(Context)
+    /// A credential could not be obtained or renewed: an ``AuthenticationInterceptor``'s
+    /// refresh failed (its error is the context's `underlyingError`) or was refused as one too
+    /// many within its window.
+    case authenticationFailed(Context)
 
     /// What Courier knew when the error happened.
     public struct Context: Sendable, CustomStringConvertible {
@@ -107,7 +111,8 @@ public enum CourierError: Error, Sendable {
             .unacceptableStatusCode(let context), .unacceptableContentType(let context),
             .serializationFailed(let context), .responseTooLarge(let context), .fileSystem(let context),
             .sessionIdentifierInUse(let context), .unsupportedInBackgroundSession(let context),
-            .invalidResponse(let context), .transport(let context), .notCached(let context):
+            .invalidResponse(let context), .transport(let context), .notCached(let context),
+            .authenticationFailed(let context):
             return context
         }
     }
@@ -141,6 +146,7 @@ public enum CourierError: Error, Sendable {
         case .invalidResponse: "invalidResponse"
         case .transport: "transport"
         case .notCached: "notCached"
+        case .authenticationFailed: "authenticationFailed"
         }
     }
 
@@ -168,6 +174,7 @@ public enum CourierError: Error, Sendable {
         case .invalidResponse: return .invalidResponse(context)
         case .transport: return .transport(context)
         case .notCached: return .notCached(context)
+        case .authenticationFailed: return .authenticationFailed(context)
         }
     }
 }
