@@ -58,6 +58,11 @@ extension Transfer {
             guard !head.isInterim else { return line.count }
         }
         current.observer?.transferReceivedHead(head, for: current.head)
+        awaitingAuthRetry = false
+        if head.statusCode == 401 || head.statusCode == 407, hasCredential(forStatus: head.statusCode) {
+            awaitingAuthRetry = true
+            return line.count
+        }
         if hop.followRedirects, redirectStatuses.contains(head.statusCode), head.hasLocation {
             discardingBody = true
             if !hop.isHead, let length = head.contentLength, length > redirectBodyLimit {
@@ -78,7 +83,13 @@ extension Transfer {
         return line.count
     }
 
+    /// Whether libcurl holds a credential that answers this 401 (server) or 407 (proxy).
+    private func hasCredential(forStatus status: Int) -> Bool {
+        status == 407 ? current.proxyCredential != nil : current.credentials.credential(for: current.url) != nil
+    }
+
     func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {
+        if awaitingAuthRetry { return bytes.count }
         if discardingBody { return discardRedirectBody(bytes.count) }
         if !admit(bytes.count) {
             pause.receiveThrottled = true

@@ -51,6 +51,10 @@ final class Transfer: @unchecked Sendable {
     @EngineConfined var head = ResponseHeadParser()
     /// The current hop is a redirect whose body is thrown away.
     @EngineConfined var discardingBody = false
+    /// The hop's head is a 401 (or 407) that libcurl may answer by sending the request again
+    /// with the credential it was given: its body is dropped and the sink waits for the next
+    /// head; if none comes, the 401 is the answer (see `TransferOutcome`).
+    @EngineConfined var awaitingAuthRetry = false
     /// Bytes of the redirect's body thrown away so far (see `redirectBodyLimit`).
     @EngineConfined var discardedBytes = 0
     /// The redirect's body was too long to read: the hop was ended early, on purpose, and its
@@ -210,6 +214,7 @@ final class Transfer: @unchecked Sendable {
     func beginHop() {
         head.reset()
         discardingBody = false
+        awaitingAuthRetry = false
         discardedBytes = 0
         cutRedirectBody = false
         receivedBytes = 0

@@ -44,13 +44,20 @@ enum TransferOutcome {
             let request = transfer.current
             do {
                 let location = redirectLocation(easy, response: response, base: request.url)
-                return .redirect(
-                    try RedirectPolicy.nextRequest(
-                        after: request, response: response, location: location, redirectCount: transfer.redirectCount))
+                if let next = try RedirectPolicy.nextRequest(
+                    after: request, response: response, location: location, redirectCount: transfer.redirectCount)
+                {
+                    return .redirect(next)
+                }
+                // The redirect handler stopped here: the redirect, without its body, is the answer.
             } catch {
                 _ = transfer.endSink(.failed)
                 return .done(.failure(error))
             }
+        }
+        if transfer.awaitingAuthRetry {
+            // The credential did not do: the 401 (or 407), without its body, is the answer.
+            _ = transfer.sink.begin(transfer.head, expectedLength: nil)
         }
         var metrics = metrics(easy)
         metrics.redirectCount = transfer.redirectCount

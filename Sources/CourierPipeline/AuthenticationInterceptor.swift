@@ -144,7 +144,8 @@ public final class AuthenticationInterceptor: RequestInterceptor {
                 } catch {
                     outcome = .failure(
                         CourierError.authenticationFailed(
-                            .init(message: "Refreshing the bearer credential failed: \(error)", underlyingError: error)))
+                            .init(message: "Refreshing the bearer credential failed: \(error)", underlyingError: error))
+                    )
                 }
                 self.state.withLock { state in
                     if case .success(let credential) = outcome { state.credential = credential }

@@ -112,7 +112,7 @@ package final class RequestPipeline: Sendable {
         sink: (any ResponseSink)? = nil, register: (@Sendable (any TransportTransfer) -> Void)? = nil,
         serialize: (RawResponse) throws -> Void
     ) async throws -> RawResponse {
-        let chain = prepared.call.options.interceptors
+        let chain = prepared.call.options.chain
         let interceptorsApply = !interceptors.isEmpty || !chain.isEmpty
         guard interceptorsApply || monitors != nil else {
             // No interceptor and no monitor (the common case): one attempt, nothing to tell.
@@ -235,6 +235,7 @@ package final class RequestPipeline: Sendable {
             head: adapted, urlString: urlString, body: body, options: self.options(for: prepared.call))
         request.usesLargeBuffers = prepared.call.usesLargeBuffers
         request.failureEndsProgress = !retryable
+        request.redirectHandler = prepared.call.options.redirects?.handler
         request.observer = monitors.map { MonitoringObserver(group: $0, requestID: requestID) }
         let revalidates = cacheLookup.revalidates
         if revalidates { request.head = cacheLookup.conditionalRequest }
@@ -251,9 +252,12 @@ package final class RequestPipeline: Sendable {
             request.credentials = authentication.server
             request.proxyCredential = authentication.proxy
             raw = try await send(request, exchange)
-            if let retry = try await challengeRetry(after: raw, used: authentication, body: body, hooks: hooks) {
+            if let retry = try await challengeRetry(after: raw, used: authentication, body: body, hooks: hooks),
+                let continuation = await Self.fieldsForAnotherAttempt(sink)
+            {
                 request.credentials = retry.server
                 request.proxyCredential = retry.proxy
+                for field in continuation { request.head.headerFields[field.name] = field.value }
                 raw = try await send(request, exchange)
             }
         } catch let error as CourierError {
@@ -262,6 +266,13 @@ package final class RequestPipeline: Sendable {
         }
         raw = cacheLookup.absorb(raw, requestTime: requestTime)
         return try await finish(raw, hooks: hooks)
+    }
+
+    /// What the next transfer must add for `sink` to take it (nothing without a sink); nil
+    /// when the sink cannot take another.
+    private static func fieldsForAnotherAttempt(_ sink: (any ResponseSink)?) async -> HTTPFields? {
+        guard let sink else { return HTTPFields() }
+        return await sink.prepareAnotherAttempt()
     }
 
     /// What every transfer of one attempt shares.
@@ -292,13 +303,18 @@ package final class RequestPipeline: Sendable {
         hooks.runsHooks ? try await hooks.process(raw) : raw
     }
 
-    /// The transfer options of one call: the session's, with the call's cookie choice.
+    /// The transfer options of one call: the session's, with the call's own choices.
     package func options(for call: RequestCall) -> TransferOptions {
-        guard let handlesCookies = call.options.handlesCookies, handlesCookies != transferOptions.handlesCookies else {
-            return transferOptions
-        }
+        let choices = call.options
+        guard choices.changesTransfer else { return transferOptions }
         var options = transferOptions
-        options.handlesCookies = handlesCookies
+        if let handlesCookies = choices.handlesCookies { options.handlesCookies = handlesCookies }
+        if let timeout = choices.requestTimeout { options.idleTimeout = timeout }
+        if let timeout = choices.resourceTimeout { options.totalTimeout = timeout }
+        if let redirects = choices.redirects {
+            options.followRedirects = redirects.follows
+            options.maximumRedirects = redirects.maximum
+        }
         return options
     }
 

@@ -241,12 +241,14 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
                 let location = fields[.location]
             {
                 let target = URL(string: location, relativeTo: url)?.absoluteString ?? location
-                let next = try RedirectPolicy.nextRequest(
+                if let next = try RedirectPolicy.nextRequest(
                     after: current, response: httpResponse, location: target, redirectCount: redirects)
-                current.observer?.transferRedirected(from: current.head, to: next.head, head: head)
-                current = next
-                redirects += 1
-                continue
+                {
+                    current.observer?.transferRedirected(from: current.head, to: next.head, head: head)
+                    current = next
+                    redirects += 1
+                    continue
+                }
             }
             return try await deliver(
                 response, head: head, to: current, url: url, sentBytes: sentBytes, redirects: redirects,

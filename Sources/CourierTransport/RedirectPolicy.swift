@@ -15,9 +15,11 @@ package enum RedirectPolicy {
         .authorization, .cookie, .proxyAuthorization, HTTPField.Name("Host")!,
     ]
 
+    /// The request that follows `response`, or nil when the request's redirect handler stopped
+    /// here (the redirect is then the answer).
     package static func nextRequest(
         after request: TransferRequest, response: HTTPResponse, location: String, redirectCount: Int
-    ) throws(CourierError) -> TransferRequest {
+    ) throws(CourierError) -> TransferRequest? {
         let code = response.status.code
         guard redirectCount < request.options.maximumRedirects else {
             throw .tooManyRedirects(
@@ -57,6 +59,22 @@ package enum RedirectPolicy {
             // (The session's credentials stay with the request: each is sent only to the
             // origin it was given for, see `configure`.)
             for name in originHeaders { next.head.headerFields[name] = nil }
+        }
+        guard let handler = request.redirectHandler else { return next }
+        let hop = RedirectHop(request: request.head, response: response, proposed: next.head, count: redirectCount)
+        guard let chosen = handler(hop) else { return nil }
+        if chosen != next.head {
+            guard let url = chosen.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                url.host?.isEmpty == false
+            else {
+                throw .invalidURL(
+                    .init(
+                        url: target, response: response,
+                        message: "The redirect handler returned a request without an http(s) URL"))
+            }
+            if chosen.method != next.head.method, chosen.method == .get || chosen.method == .head { next.body = nil }
+            next.head = chosen
+            next.urlString = url.absoluteString
         }
         return next
     }

@@ -29,6 +29,8 @@ package struct TransferRequest: Sendable {
     /// request again: the next attempt reports on the same streams, and the caller ends them
     /// after the last.
     package var failureEndsProgress = true
+    /// Sees each redirect before it is followed (see `RedirectBehavior.handler`).
+    package var redirectHandler: (@Sendable (RedirectHop) -> HTTPRequest?)?
 
     /// A request with no credentials, buffers of the default size and no observer.
     package init(head: HTTPRequest, urlString: String, body: RequestBody?, options: TransferOptions) {
@@ -72,6 +74,20 @@ extension [ScopedCredential] {
         guard !isEmpty, let url, let origin = ProtectionSpace(url: url) else { return nil }
         return first { $0.origin == origin }?.credential
     }
+}
+
+/// A redirect about to be followed, as a redirect handler sees it.
+public struct RedirectHop: Sendable {
+    /// The request that was answered with a redirect.
+    public var request: HTTPRequest
+    /// The redirect response (its body is not kept).
+    public var response: HTTPResponse
+    /// The request Courier would send next: the `Location` resolved, the method and body
+    /// changed as RFC 9110 says for 301, 302 and 303, credentials and cookies dropped for
+    /// another origin.
+    public var proposed: HTTPRequest
+    /// Redirects followed before this one.
+    public var count: Int
 }
 
 /// Per-transfer settings derived from the session configuration.

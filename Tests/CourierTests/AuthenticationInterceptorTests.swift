@@ -52,7 +52,8 @@ import Testing
 
     @Test func fiftyRequestsWithAnExpiredTokenShareOneRefresh() async throws {
         let refresher = Refresher(token: "fresh")
-        let expired = BearerCredential(accessToken: "old", refreshToken: "r1", expiration: Date(timeIntervalSinceNow: -60))
+        let expired = BearerCredential(
+            accessToken: "old", refreshToken: "r1", expiration: Date(timeIntervalSinceNow: -60))
         let auth = AuthenticationInterceptor(credential: expired, refresh: refresher.refresh)
         let api = try await Self.manager(auth)
         let name = Self.name("expired")
@@ -68,7 +69,8 @@ import Testing
 
     @Test func fiftyRequestsAnswered401ShareOneRefreshAndAreReplayed() async throws {
         let refresher = Refresher(token: "fresh")
-        let auth = AuthenticationInterceptor(credential: BearerCredential(accessToken: "revoked"), refresh: refresher.refresh)
+        let auth = AuthenticationInterceptor(
+            credential: BearerCredential(accessToken: "revoked"), refresh: refresher.refresh)
         let api = try await Self.manager(auth)
         let name = Self.name("revoked")
         let results = await Self.fifty(api, name)
@@ -107,7 +109,8 @@ import Testing
 
     @Test func aReplayedRequestAnswered401FailsWithTheStatus() async throws {
         let refresher = Refresher(token: "also-wrong", delay: .zero)
-        let auth = AuthenticationInterceptor(credential: BearerCredential(accessToken: "wrong"), refresh: refresher.refresh)
+        let auth = AuthenticationInterceptor(
+            credential: BearerCredential(accessToken: "wrong"), refresh: refresher.refresh)
         let api = try await Self.manager(auth)
         let error = await capturedError {
             let _: JSON = try await api.GET("bearer/\(Self.name("wrong"))", parameters: ["token": "fresh"])
@@ -127,7 +130,8 @@ import Testing
             errors.append(
                 await capturedError {
                     // A token the server takes for this round only: the new one is rejected too.
-                    let _: JSON = try await api.GET("bearer/\(Self.name("loop"))", parameters: ["token": "round-\(round)"])
+                    let _: JSON = try await api.GET(
+                        "bearer/\(Self.name("loop"))", parameters: ["token": "round-\(round)"])
                 })
         }
         #expect(refresher.calls.load(ordering: .relaxed) == 2)
@@ -136,7 +140,11 @@ import Testing
         for error in errors[2...] {
             #expect(
                 isCourierError(error) {
-                    if case .authenticationFailed(let context) = $0 { context.message.contains("Refused") } else { false }
+                    if case .authenticationFailed(let context) = $0 {
+                        context.message.contains("Refused")
+                    } else {
+                        false
+                    }
                 })
         }
     }

@@ -16,25 +16,50 @@ extension HTTPSessionManager {
     ///   - path: A path relative to ``baseURL``, or an absolute URL.
     ///   - parameters: Encoded into the query (by ``requestSerializer``; GET).
     ///   - headers: Headers for this request.
+    ///   - requestOptions: Timeouts, redirects, retry and the rest, for this request.
     ///   - destination: The file to create.
     ///   - options: Whether to create missing directories and replace an existing file.
     public nonisolated func downloadTask(
-        _ path: String, parameters: JSON? = nil, headers: [String: String] = [:], to destination: URL,
+        _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
+        requestOptions: RequestOptions = RequestOptions(), to destination: URL, options: DownloadOptions = []
+    ) -> DownloadTask {
+        downloadTask(
+            .get, path, parameters: parameters, headers: headers, requestOptions: requestOptions, to: destination,
+            options: options)
+    }
+
+    /// Starts a download of the response to any request: an export behind a `POST`, for
+    /// example. `parameters` are encoded by ``requestSerializer`` (into the body for `POST`,
+    /// `PUT` and `PATCH`); `body`, when given, is sent as is instead. Resume data from such a
+    /// download resumes with `GET`: resume only from resources a `GET` reaches.
+    public nonisolated func downloadTask(
+        _ method: HTTPRequest.Method, _ path: String, parameters: JSON? = nil, body: UploadBody? = nil,
+        headers: [String: String] = [:], requestOptions: RequestOptions = RequestOptions(), to destination: URL,
         options: DownloadOptions = []
     ) -> DownloadTask {
-        makeDownloadTask(
-            Call(method: .get, path: path, parameters: parameters, headers: headers), destination: .file(destination),
-            options: options, resume: nil)
+        do {
+            var call = Call(
+                method: method, path: path, parameters: parameters, headers: headers, options: requestOptions)
+            if let body {
+                call.body = try body.requestBody(compressed: false)
+                call.contentType = body.effectiveContentType
+            }
+            return makeDownloadTask(call, destination: .file(destination), options: options, resume: nil)
+        } catch {
+            return makeDownloadTask(
+                Call(method: method, path: path, headers: headers), destination: .file(destination), options: options,
+                resume: nil, refusal: error)
+        }
     }
 
     /// Starts a download into `directory`, named after the response: the `Content-Disposition`
     /// file name (reduced to a safe single path component), else the URL's last component.
     public nonisolated func downloadTask(
-        _ path: String, parameters: JSON? = nil, headers: [String: String] = [:], into directory: URL,
-        options: DownloadOptions = []
+        _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
+        requestOptions: RequestOptions = RequestOptions(), into directory: URL, options: DownloadOptions = []
     ) -> DownloadTask {
         makeDownloadTask(
-            Call(method: .get, path: path, parameters: parameters, headers: headers),
+            Call(method: .get, path: path, parameters: parameters, headers: headers, options: requestOptions),
             destination: .directory(directory), options: options, resume: nil)
     }
 
@@ -50,14 +75,16 @@ extension HTTPSessionManager {
     /// and the file named is not touched. The download resumes at `bytesWritten` or at the
     /// partial file's size, whichever is smaller.
     public nonisolated func downloadTask(
-        resumingFrom resumeData: ResumeData, to destination: URL, options: DownloadOptions = []
+        resumingFrom resumeData: ResumeData, requestOptions: RequestOptions = RequestOptions(), to destination: URL,
+        options: DownloadOptions = []
     ) -> DownloadTask {
-        downloadTask(resumingFrom: resumeData, destination: .file(destination), options: options)
+        downloadTask(
+            resumingFrom: resumeData, destination: .file(destination), options: options, requestOptions: requestOptions)
     }
 
     nonisolated func downloadTask(
         resumingFrom resumeData: ResumeData, destination: DownloadDestination, options: DownloadOptions,
-        identifier: UUID = UUID()
+        requestOptions: RequestOptions = RequestOptions(), identifier: UUID = UUID()
     ) -> DownloadTask {
         var headers = resumeData.headers
         let partial: ResumeData.OpenedPartialFile
@@ -72,7 +99,8 @@ extension HTTPSessionManager {
         headers["Range"] = "bytes=\(partial.offset)-"
         if let validator = resumeData.validator { headers["If-Range"] = validator }
         return makeDownloadTask(
-            Call(method: .get, path: resumeData.url.absoluteString, headers: headers), destination: destination,
+            Call(method: .get, path: resumeData.url.absoluteString, headers: headers, options: requestOptions),
+            destination: destination,
             options: options, resume: (resumeData, partial), identifier: identifier)
     }
 
@@ -134,6 +162,10 @@ extension HTTPSessionManager {
                 if let refusal { throw refusal }
                 try Self.prepareDestination(destination, options: options)
                 if let background {
+                    guard finalCall.method == .get, finalCall.body == nil else {
+                        throw CourierError.unsupportedInBackgroundSession(
+                            .init(message: "A background session downloads with GET only, without a body"))
+                    }
                     let url = try resume.map { $0.url.absoluteString } ?? self.urlString(of: finalCall)
                     var record = BackgroundRecord(
                         identifier: identifier, kind: .download, method: "GET", url: url, headers: originalHeaders)
@@ -151,6 +183,10 @@ extension HTTPSessionManager {
                     register: { transfer in
                         if sink.sourceURL == nil { sink.sourceURL = transfer.requestURL }
                         control.attach(transfer)
+                    },
+                    serialize: { raw in
+                        // 416: the partial file may hold the whole body already (see `finishDownload`).
+                        if raw.status.code != 416 { try Self.requireSuccess(raw) }
                     })
                 let response = try await Self.finishDownload(
                     raw, sink: sink, destination: destination, options: options)

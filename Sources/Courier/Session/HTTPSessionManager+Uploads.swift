@@ -87,21 +87,23 @@ extension HTTPSessionManager {
     /// `restoredTasks()`.
     public nonisolated func uploadTask<Serializer: ResponseSerializer>(
         _ method: HTTPRequest.Method, _ path: String, body: UploadBody, headers: [String: String] = [:],
-        compressed: Bool = false, serializer: Serializer
+        compressed: Bool = false, options: RequestOptions = RequestOptions(), serializer: Serializer
     ) -> DataTask<Serializer.Value> {
-        makeUploadTask(method, path, body: body, headers: headers, compressed: compressed, serializer: serializer)
+        makeUploadTask(
+            method, path, body: body, headers: headers, compressed: compressed, options: options,
+            serializer: serializer)
     }
 
     nonisolated func makeUploadTask<Serializer: ResponseSerializer>(
         _ method: HTTPRequest.Method, _ path: String, body: UploadBody, headers: [String: String],
-        compressed: Bool, serializer: Serializer, identifier: UUID = UUID()
+        compressed: Bool, options: RequestOptions = RequestOptions(), serializer: Serializer, identifier: UUID = UUID()
     ) -> DataTask<Serializer.Value> {
         let background = self.background
         return DataTask(identifier: identifier, control: TaskControl(), ownedBySession: background != nil) { control in
             do {
                 var call = Call(
                     method: method, path: path, headers: headers, body: try body.requestBody(compressed: compressed),
-                    contentType: body.effectiveContentType)
+                    contentType: body.effectiveContentType, options: options)
                 call.usesLargeBuffers = true
                 if let background {
                     guard case .file(let source) = body.source else {
@@ -118,9 +120,14 @@ extension HTTPSessionManager {
                 }
                 // The serializer runs after the background journal has the answer: a rejected
                 // response still ends an upload that reached the server (it is not retried).
-                let raw = try await self.performRaw(call, reporters: control.reporters, register: control.attach)
+                // Otherwise the serializer runs in the pipeline, so that what it refuses (a 503)
+                // may be retried.
+                var value: Serializer.Value?
+                let raw = try await self.performRaw(
+                    call, reporters: control.reporters, register: control.attach,
+                    serialize: { raw in if background == nil { value = try serializer.serialize(raw) } })
                 await background?.taskEnded(identifier, control: control, .uploaded(raw))
-                return DataResponse(raw: raw, value: try serializer.serialize(raw))
+                return DataResponse(raw: raw, value: try value ?? serializer.serialize(raw))
             } catch {
                 control.reporters.finish(succeeded: false)
                 await background?.taskEnded(identifier, control: control, .failed(error))
@@ -132,24 +139,27 @@ extension HTTPSessionManager {
     /// Starts an upload whose response the manager's ``responseSerializer`` reads.
     public nonisolated func uploadTask(
         _ method: HTTPRequest.Method, _ path: String, body: UploadBody, headers: [String: String] = [:],
-        compressed: Bool = false
+        compressed: Bool = false, options: RequestOptions = RequestOptions()
     ) -> DataTask<JSON> {
-        uploadTask(method, path, body: body, headers: headers, compressed: compressed, serializer: responseSerializer)
+        uploadTask(
+            method, path, body: body, headers: headers, compressed: compressed, options: options,
+            serializer: responseSerializer)
     }
 
     /// Starts an upload of a file, read while the request is sent.
     public nonisolated func uploadTask(
-        _ method: HTTPRequest.Method, _ path: String, fromFile file: URL, headers: [String: String] = [:]
+        _ method: HTTPRequest.Method, _ path: String, fromFile file: URL, headers: [String: String] = [:],
+        options: RequestOptions = RequestOptions()
     ) -> DataTask<JSON> {
-        uploadTask(method, path, body: .file(file), headers: headers)
+        uploadTask(method, path, body: .file(file), headers: headers, options: options)
     }
 
     /// Starts an upload of a file, read while the request is sent, with a response serializer.
     public nonisolated func uploadTask<Serializer: ResponseSerializer>(
         _ method: HTTPRequest.Method, _ path: String, fromFile file: URL, headers: [String: String] = [:],
-        serializer: Serializer
+        options: RequestOptions = RequestOptions(), serializer: Serializer
     ) -> DataTask<Serializer.Value> {
-        uploadTask(method, path, body: .file(file), headers: headers, serializer: serializer)
+        uploadTask(method, path, body: .file(file), headers: headers, options: options, serializer: serializer)
     }
 
     // MARK: - Multipart forms
@@ -159,18 +169,20 @@ extension HTTPSessionManager {
     /// Files are streamed from disk while the request is sent.
     @discardableResult
     public nonisolated func POST<Value: Decodable & Sendable>(
-        _ path: String, parameters: JSON? = nil, headers: [String: String] = [:], as type: Value.Type = JSON.self,
+        _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
+        options: RequestOptions = RequestOptions(), as type: Value.Type = JSON.self,
         constructingBody: (inout MultipartFormData) throws -> Void
     ) async throws -> Value {
         try await POST(
-            path, parameters: parameters, headers: headers, serializer: serializer(for: type),
+            path, parameters: parameters, headers: headers, options: options, serializer: serializer(for: type),
             constructingBody: constructingBody)
     }
 
     /// `POST` of a `multipart/form-data` body, with a response serializer of your choice.
     @discardableResult
     public nonisolated func POST<Serializer: ResponseSerializer>(
-        _ path: String, parameters: JSON? = nil, headers: [String: String] = [:], serializer: Serializer,
+        _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
+        options: RequestOptions = RequestOptions(), serializer: Serializer,
         constructingBody: (inout MultipartFormData) throws -> Void
     ) async throws -> Serializer.Value {
         var form = MultipartFormData()
@@ -178,7 +190,7 @@ extension HTTPSessionManager {
         try constructingBody(&form)
         var call = Call(
             method: .post, path: path, headers: headers, body: RequestBody(.segments(try form.checkedSegments())),
-            contentType: form.contentType)
+            contentType: form.contentType, options: options)
         call.usesLargeBuffers = form.contentLength > 1 << 20
         return try await perform(call, serializer: serializer).value
     }
@@ -188,9 +200,10 @@ extension HTTPSessionManager {
     /// The response body as an `AsyncSequence` of chunks, with backpressure (see
     /// ``ByteStream``). The request is sent when iteration starts.
     public nonisolated func bytes(
-        _ method: HTTPRequest.Method, _ path: String, parameters: JSON? = nil, headers: [String: String] = [:]
+        _ method: HTTPRequest.Method, _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
+        options: RequestOptions = RequestOptions()
     ) -> ByteStream {
-        var call = Call(method: method, path: path, parameters: parameters, headers: headers)
+        var call = Call(method: method, path: path, parameters: parameters, headers: headers, options: options)
         call.usesLargeBuffers = true
         let finalCall = call
         return ByteStream { sink, control in
@@ -204,13 +217,21 @@ extension HTTPSessionManager {
                                 transfer.resumeReceiving()
                             }
                             control.attach(transfer)
-                        })
+                        }, serialize: Self.requireSuccess)
                     sink.finish(raw: raw, error: nil)
                 } catch {
                     control.reporters.finish(succeeded: false)
                     sink.finish(raw: nil, error: error)
                 }
             }
+        }
+    }
+
+    /// Fails a response whose status is outside 200..<300 (in the pipeline, where a retry
+    /// policy sees it).
+    nonisolated static func requireSuccess(_ raw: RawResponse) throws {
+        guard (200..<300).contains(raw.status.code) else {
+            throw CourierError.unacceptableStatusCode(raw.errorContext("Unacceptable status code \(raw.status.code)"))
         }
     }
 }

@@ -97,6 +97,8 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
     private let state = Locked(State())
     // Engine thread: the body of an unacceptable response, collected for the error.
     private var errorBody: MemorySink?
+    /// Body bytes went to the consumer: the request cannot be tried again.
+    private var delivered = false
 
     /// How to restart the transfer after a pause (set once the transfer exists).
     func setResumeReceiving(_ resume: @escaping @Sendable () -> Void) {
@@ -131,6 +133,7 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
             if errorBody.collected.count < 1 << 20 { _ = errorBody.write(bytes) }
             return .accepted
         }
+        delivered = true
         // Deciding to pause and saying so is one step under the lock: were they two, the
         // consumer could empty the queue in between and start waiting without seeing the
         // pause, and neither side would go on again (a transfer paused with nothing pending to
@@ -202,6 +205,18 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
     func end(_ outcome: SinkOutcome) -> Data {
         flush()
         return errorBody?.end(outcome) ?? Data()
+    }
+
+    // MARK: Between attempts
+
+    var takesAnotherAttempt: Bool { true }
+
+    /// Another attempt is possible while the consumer has seen nothing: after a response with
+    /// an unacceptable status (its body was kept for the error), or a failure before the body.
+    func prepareAnotherAttempt() async -> HTTPFields? {
+        guard !delivered else { return nil }
+        errorBody = nil
+        return HTTPFields()
     }
 
     // MARK: Caller side
