@@ -197,6 +197,36 @@ extension HTTPSessionManager {
 
     // MARK: - Byte streams
 
+    /// Sends a request and returns as soon as the head of a successful response has arrived:
+    /// its status and headers, and the body as a `ByteStream` to iterate once, with the same
+    /// backpressure as ``bytes(_:_:parameters:headers:options:)``.
+    ///
+    /// ```swift
+    /// let (head, body) = try await api.stream(.get, "export")
+    /// print(head.headerFields[.contentType] ?? "")
+    /// for try await chunk in body { consume(chunk) }
+    /// ```
+    ///
+    /// A status outside 200..<300, or a failure before the head, throws here (after any
+    /// retries the options or the session's interceptors allow). Dropping `body` without
+    /// iterating it, or cancelling the task that iterates it, cancels the transfer.
+    public nonisolated func stream(
+        _ method: HTTPRequest.Method, _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
+        options: RequestOptions = RequestOptions()
+    ) async throws -> (HTTPResponse, ByteStream) {
+        let sink = StreamSink()
+        sink.wantsHead = true
+        let control = TaskControl()
+        bytes(method, path, parameters: parameters, headers: headers, options: options).start(sink, control)
+        let storage = ByteStream.IteratorStorage(sink: sink, control: control)
+        let head = try await withTaskCancellationHandler {
+            try await sink.head()
+        } onCancel: {
+            control.cancel()
+        }
+        return (head, ByteStream(started: storage))
+    }
+
     /// The response body as an `AsyncSequence` of chunks, with backpressure (see
     /// ``ByteStream``). The request is sent when iteration starts.
     public nonisolated func bytes(

@@ -24,9 +24,23 @@ public struct ByteStream: AsyncSequence, Sendable {
     public typealias Element = Data
 
     let start: @Sendable (StreamSink, TaskControl) -> Void
+    /// A request already under way (`stream(_:_:)`): its body, iterated once.
+    let started: IteratorStorage?
 
-    /// Starts the request and returns an iterator over the body.
+    init(start: @escaping @Sendable (StreamSink, TaskControl) -> Void) {
+        self.start = start
+        self.started = nil
+    }
+
+    init(started: IteratorStorage) {
+        self.start = { _, _ in }
+        self.started = started
+    }
+
+    /// Starts the request and returns an iterator over the body (for the body of
+    /// `stream(_:_:)`, the request under way).
     public func makeAsyncIterator() -> Iterator {
+        if let started { return Iterator(storage: started) }
         let sink = StreamSink()
         let control = TaskControl()
         start(sink, control)
@@ -90,6 +104,11 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
         var failure: (any Error)?
         var waiter: CheckedContinuation<Data?, any Error>?
         var resumeReceiving: (@Sendable () -> Void)?
+        /// Waits for the head of the response (`stream(_:_:)`).
+        var headWaiter: CheckedContinuation<HTTPResponse, any Error>?
+        var headDelivered = false
+        /// The head (or the failure) when it came before anyone waited.
+        var headResult: Result<HTTPResponse, any Error>?
         /// The most ever held, for tests of the bound.
         var largestBuffered = 0
     }
@@ -112,8 +131,40 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
     func begin(_ head: ResponseHeadParser, expectedLength: Int64?) -> CourierError? {
         if !(200..<300).contains(head.statusCode) {
             errorBody = MemorySink(limit: nil)
+        } else if wantsHead, let response = head.response {
+            deliverHead(.success(response))
         }
         return nil
+    }
+
+    /// Whether someone waits for the head (`stream(_:_:)`); set before the transfer starts.
+    var wantsHead = false
+
+    private func deliverHead(_ result: Result<HTTPResponse, any Error>) {
+        let waiter = state.withLock { state -> CheckedContinuation<HTTPResponse, any Error>? in
+            guard !state.headDelivered else { return nil }
+            state.headDelivered = true
+            guard let waiter = state.headWaiter else {
+                state.headResult = result
+                return nil
+            }
+            state.headWaiter = nil
+            return waiter
+        }
+        waiter?.resume(with: result)
+    }
+
+    /// The head of a successful response, once it has arrived; what failed the request
+    /// otherwise. Call once.
+    func head() async throws -> HTTPResponse {
+        try await withCheckedThrowingContinuation { continuation in
+            let ready = state.withLock { state -> Result<HTTPResponse, any Error>? in
+                if let result = state.headResult { return result }
+                state.headWaiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(with: ready) }
+        }
     }
 
     // Engine thread. At most `capacity` bytes wait for the consumer, plus one delivery and
@@ -228,6 +279,13 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
         if failure == nil, let raw, !(200..<300).contains(raw.status.code) {
             failure = CourierError.unacceptableStatusCode(
                 raw.errorContext("Unacceptable status code \(raw.status.code)"))
+        }
+        if wantsHead {
+            if let failure {
+                deliverHead(.failure(failure))
+            } else if let raw {
+                deliverHead(.success(raw.response))
+            }
         }
         let waiter = state.withLock { state -> CheckedContinuation<Data?, any Error>? in
             state.finished = true

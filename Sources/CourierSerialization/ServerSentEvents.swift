@@ -1,0 +1,122 @@
+import Foundation
+
+/// One event of a `text/event-stream` (Server-Sent Events).
+public struct ServerSentEvent: Sendable, Hashable {
+    /// The event's type: the `event:` field, `"message"` when the event had none.
+    public var event: String
+    /// The `data:` lines, joined by line feeds.
+    public var data: String
+    /// The last event ID at the time of this event (the latest `id:` field of the stream, which
+    /// a reconnection sends as `Last-Event-ID`); nil if none was set.
+    public var id: String?
+    /// The reconnection delay the stream set last (`retry:`), if any.
+    public var retry: Duration?
+
+    /// An event.
+    public init(event: String = "message", data: String, id: String? = nil, retry: Duration? = nil) {
+        self.event = event
+        self.data = data
+        self.id = id
+        self.retry = retry
+    }
+}
+
+/// Parses a `text/event-stream` body as the WHATWG HTML standard's "event stream
+/// interpretation" says: UTF-8, lines ended by CR LF, LF or CR (also when a chunk ends between
+/// CR and LF), a leading byte-order mark dropped, `:` comments ignored, `field: value` with
+/// one leading space removed, `id` values with NUL ignored, `retry` only when all digits, and
+/// an event dispatched at each blank line when it has data. What is left at the end of the
+/// stream without a blank line is not an event.
+public struct ServerSentEventParser: Sendable {
+    /// The last event ID buffer: survives events, and a reconnection sends it.
+    public private(set) var lastEventID: String?
+    /// The reconnection delay from the last valid `retry:` field.
+    public private(set) var retry: Duration?
+
+    private var line: [UInt8] = []
+    private var afterCR = false
+    private var atStart = true
+    private var eventType = ""
+    private var data = ""
+    private var hasData = false
+
+    /// A parser; `lastEventID` continues a stream that was reconnected.
+    public init(lastEventID: String? = nil) {
+        self.lastEventID = lastEventID
+    }
+
+    /// The events completed by `bytes`.
+    public mutating func feed(_ bytes: some Sequence<UInt8>) -> [ServerSentEvent] {
+        var events: [ServerSentEvent] = []
+        for byte in bytes {
+            if afterCR {
+                afterCR = false
+                if byte == 0x0A { continue }  // the LF of a CR LF
+            }
+            switch byte {
+            case 0x0D:
+                afterCR = true
+                endLine(into: &events)
+            case 0x0A:
+                endLine(into: &events)
+            default:
+                line.append(byte)
+                if atStart, line.count == 3 {
+                    atStart = false
+                    if line == [0xEF, 0xBB, 0xBF] { line.removeAll() }
+                }
+            }
+        }
+        return events
+    }
+
+    private mutating func endLine(into events: inout [ServerSentEvent]) {
+        atStart = false
+        let text = String(decoding: line, as: UTF8.self)
+        line.removeAll(keepingCapacity: true)
+        if text.isEmpty {
+            dispatch(into: &events)
+            return
+        }
+        if text.hasPrefix(":") { return }
+        let field: Substring
+        var value: Substring
+        if let colon = text.firstIndex(of: ":") {
+            field = text[..<colon]
+            value = text[text.index(after: colon)...]
+            if value.hasPrefix(" ") { value = value.dropFirst() }
+        } else {
+            field = text[...]
+            value = ""
+        }
+        switch field {
+        case "event":
+            eventType = String(value)
+        case "data":
+            data += value
+            data += "\n"
+            hasData = true
+        case "id":
+            if !value.contains("\0") { lastEventID = String(value) }
+        case "retry":
+            if !value.isEmpty, value.allSatisfy({ $0.isASCII && $0.isNumber }), let milliseconds = Int64(value) {
+                retry = .milliseconds(milliseconds)
+            }
+        default:
+            break
+        }
+    }
+
+    private mutating func dispatch(into events: inout [ServerSentEvent]) {
+        defer {
+            eventType = ""
+            data = ""
+            hasData = false
+        }
+        guard hasData else { return }
+        data.removeLast()  // the line feed after the last data line
+        events.append(
+            ServerSentEvent(
+                event: eventType.isEmpty ? "message" : eventType, data: data, id: lastEventID, retry: retry))
+    }
+}
