@@ -78,6 +78,7 @@ extension Transfer {
             return 0  // aborts the transfer with CURLE_WRITE_ERROR
         }
         progressOffset = sink.progressOffset
+        if let reporters, reporters.head.isWanted, let response = head.response { reporters.head.arrived(response) }
         reporters?.download.update(
             completedBytes: progressOffset, totalBytes: expectedBytes.map { $0 + progressOffset })
         return line.count

@@ -268,6 +268,7 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
             throw failure.withContext { if $0.url == nil { $0.url = url } }
         }
         let offset = sink.progressOffset
+        if let reporters, reporters.head.isWanted, let response = head.response { reporters.head.arrived(response) }
         reporters?.download.update(completedBytes: offset, totalBytes: expected.map { $0 + offset })
         var received: Int64 = 0
         for (index, chunk) in (isHead ? [] : response.chunks).enumerated() {

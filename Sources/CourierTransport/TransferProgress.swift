@@ -1,6 +1,8 @@
 import CCurlShim
 @_spi(CourierInternals) import CourierCore
 import CourierStorage
+import HTTPTypes
+import Synchronization
 
 /// How far a transfer has come, in one direction (upload or download).
 public struct TransferProgress: Sendable, Hashable, CustomStringConvertible {
@@ -119,6 +121,8 @@ package final class ProgressReporter: Sendable {
 package struct TransferReporters: Sendable {
     package var download = ProgressReporter()
     package var upload = ProgressReporter()
+    /// The first successful response head, for whoever waits for it.
+    package var head = HeadReporter()
 
     /// Two new reporters.
     package init() {}
@@ -126,5 +130,60 @@ package struct TransferReporters: Sendable {
     package func finish(succeeded: Bool) {
         download.finish(succeeded: succeeded)
         upload.finish(succeeded: succeeded)
+    }
+}
+
+/// Hands the first successful (2xx) response head of a task to whoever waits for it, as soon
+/// as the transport has it. Costs one atomic load per head while nobody waits.
+package final class HeadReporter: Sendable {
+    private struct State {
+        var head: HTTPResponse?
+        var waiters: [CheckedContinuation<HTTPResponse?, Never>] = []
+        var closed = false
+    }
+
+    private let state = Locked(State())
+    private let wanted = Atomic<Bool>(false)
+
+    package init() {}
+
+    /// Whether someone waits (the transport skips building the head otherwise).
+    package var isWanted: Bool { wanted.load(ordering: .relaxed) }
+
+    /// A final head arrived. Only a 2xx one is kept, and only the first.
+    package func arrived(_ head: HTTPResponse) {
+        guard (200..<300).contains(head.status.code) else { return }
+        let waiters = state.withLock { state -> [CheckedContinuation<HTTPResponse?, Never>] in
+            guard state.head == nil, !state.closed else { return [] }
+            state.head = head
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: head) }
+    }
+
+    /// The task ended: waiters that got no head get nil.
+    package func close() {
+        let waiters = state.withLock { state -> [CheckedContinuation<HTTPResponse?, Never>] in
+            state.closed = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: nil) }
+    }
+
+    /// The head, once a successful one arrived; nil when the task ended without one (or the
+    /// head came before anyone waited).
+    package func wait() async -> HTTPResponse? {
+        wanted.store(true, ordering: .relaxed)
+        return await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> HTTPResponse?? in
+                if let head = state.head { return .some(head) }
+                if state.closed { return .some(nil) }
+                state.waiters.append(continuation)
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
     }
 }

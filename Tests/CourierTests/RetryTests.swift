@@ -204,6 +204,33 @@ import Testing
         #expect(isCourierError(decisions.first?.1) { if case .connectionLost = $0 { true } else { false } })
     }
 
+    /// Cancelled while it waits to try again, a download still gives its resume data: the
+    /// partial file of the failed attempt is not lost.
+    @Test func aDownloadCancelledBetweenAttemptsKeepsItsBytes() async throws {
+        let waits = Interceptor(retry: { _, _, _ in .retryAfter(.seconds(30)) })
+        let recorder = Recorder()
+        let api = try await faultManager {
+            $0.interceptors = [waits]
+            $0.eventMonitors = [recorder]
+        }
+        let name = Self.name("cut-cancel")
+        let total = 1_000_000
+        let directory = try DownloadTests.temporaryDirectory()
+        let destination = directory.appendingPathComponent("file.bin")
+        let task = api.downloadTask(
+            "file/\(name)", parameters: ["n": .int(total), "drop-after": .int(total / 2)], to: destination)
+        // Wait for the retry decision: the first attempt has failed and kept its bytes.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !recorder.events.withLock({ $0.contains { $0.name == "retryDecided" } }), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let resumeData = try #require(await task.cancel(producingResumeData: true))
+        #expect(resumeData.bytesWritten == Int64(total / 2))
+        let resumed = try await api.downloadTask(resumingFrom: resumeData, to: destination).value
+        #expect(try Data(contentsOf: resumed) == faultBytes(total))
+        #expect(try await Self.stats(name)["ranges"] == [nil, .string("bytes=\(total / 2)-")])
+    }
+
     @Test func aByteStreamIsRetriedOnlyBeforeItsFirstChunk() async throws {
         let (api, _) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(1)))
         // A 503 hands nothing to the consumer: tried again.

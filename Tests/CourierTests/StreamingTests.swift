@@ -22,6 +22,31 @@ import Testing
         #expect(headTime < bodyTime)
     }
 
+    @Test func aDataTaskShowsTheHeadBeforeTheBody() async throws {
+        let api = try await faultManager()
+        let task = api.dataTask(
+            .get, "drip", parameters: ["n": 20, "delay": 100], serializer: DataResponseSerializer())
+        let head = try await task.head
+        #expect(head.status == .ok)
+        #expect(head.headerFields[.contentLength] == "20")
+        // The body (2 s of it) was still coming when the head was there.
+        var progress = task.downloadProgress.makeAsyncIterator()
+        let seen = await progress.next()
+        #expect((seen?.completedBytes ?? 0) < 20)
+        #expect(try await task.value == faultBytes(20))
+        // After the end, the head is still there.
+        #expect(try await task.head.status == .ok)
+    }
+
+    @Test func aDataTaskThatFailedShowsTheHeadOfItsResponse() async throws {
+        let api = try await faultManager()
+        let task = api.dataTask(.get, "status/404", serializer: DataResponseSerializer())
+        #expect(try await task.head.status == .notFound)
+        let refused = api.dataTask(.get, "http://127.0.0.1:1/", serializer: DataResponseSerializer())
+        let error = await capturedError { _ = try await refused.head }
+        #expect(isCourierError(error) { if case .cannotConnect = $0 { true } else { false } })
+    }
+
     @Test func aFailedStatusThrowsFromStream() async throws {
         let api = try await faultManager()
         let error = await capturedError { _ = try await api.stream(.get, "status/404") }

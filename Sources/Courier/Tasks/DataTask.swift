@@ -30,7 +30,34 @@ public final class DataTask<Value: Sendable>: Sendable {
         self.identifier = identifier
         self.control = control
         self.ownedBySession = ownedBySession
-        self.task = Task { try await operation(control) }
+        self.task = Task {
+            defer { control.reporters.head.close() }
+            return try await operation(control)
+        }
+    }
+
+    /// The status and headers of the response, as soon as a successful (2xx) head has arrived
+    /// and before its body; otherwise once the task has ended: the head of the final response
+    /// (also when it failed validation). Throws when the task failed without a response.
+    ///
+    /// ```swift
+    /// let task = api.dataTask(.get, "export")
+    /// let head = try await task.head          // before the body is in
+    /// let body = try await task.value
+    /// ```
+    ///
+    /// A request that is retried after a 2xx head arrived (its connection was lost mid-body)
+    /// has shown that first head here.
+    public var head: HTTPResponse {
+        get async throws {
+            if let head = await control.reporters.head.wait() { return head }
+            do {
+                return try await response.response
+            } catch let error as CourierError {
+                guard let response = error.response else { throw error }
+                return response
+            }
+        }
     }
 
     /// The whole response, once it has arrived and been serialized. Throws `CourierError`, or
