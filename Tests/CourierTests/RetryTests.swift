@@ -231,6 +231,28 @@ import Testing
         #expect(try await Self.stats(name)["ranges"] == [nil, .string("bytes=\(total / 2)-")])
     }
 
+    /// An attempt that fails before its transfer (an adapter threw) leaves the download's
+    /// partial file readied; the attempt after it continues it all the same.
+    @Test func aDownloadContinuesAfterAnAttemptThatSentNothing() async throws {
+        struct AdapterFailed: Error {}
+        let flaky = Interceptor(
+            adapt: { request, context in
+                if context.attempt == 2 { throw AdapterFailed() }
+                return request
+            },
+            retry: { _, _, context in context.attempt < 3 ? .retry : .doNotRetry })
+        let api = try await faultManager { $0.interceptors = [flaky] }
+        let name = Self.name("cut-adapt")
+        let total = 600_000
+        let directory = try DownloadTests.temporaryDirectory()
+        let destination = directory.appendingPathComponent("file.bin")
+        let file = try await api.downloadTask(
+            "file/\(name)", parameters: ["n": .int(total), "drop-after": 200_000], to: destination
+        ).value
+        #expect(try Data(contentsOf: file) == faultBytes(total))
+        #expect(try await Self.stats(name)["ranges"] == [nil, "bytes=200000-"])
+    }
+
     @Test func aByteStreamIsRetriedOnlyBeforeItsFirstChunk() async throws {
         let (api, _) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(1)))
         // A 503 hands nothing to the consumer: tried again.

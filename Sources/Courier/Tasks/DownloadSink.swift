@@ -53,6 +53,8 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
     private(set) var resumeOffset: Int64?
     /// The validator for `If-Range` when the sink asks for the rest of a partial file.
     private var resumeValidator: String?
+    /// What the readied sink asked the next request to carry.
+    private var readiedFields = HTTPFields()
     /// The bytes already on disk that this response continues (set by `begin` after a 206).
     private(set) var progressOffset: Int64 = 0
     /// The partial file of a resumed download, opened (and checked) when the task was made;
@@ -98,8 +100,8 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
             shared.readied = false
             return true
         }
-        written = 0
         guard proceed else { return .fileSystem(.init(url: nil, message: "The download was cancelled")) }
+        written = 0  // an earlier attempt's count (a 206 sets it to the offset below)
         let status = head.statusCode
         validator = head.lastValue(of: "etag") ?? head.lastValue(of: "last-modified")
         suggestedName = head.lastValue(of: "content-disposition").flatMap(ContentDisposition.fileName)
@@ -217,6 +219,9 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
     /// body is complete, when bytes were kept but there is no validator to check that the
     /// rest belongs to them, or when the partial file cannot be opened again.
     func prepareAnotherAttempt() async -> HTTPFields? {
+        // Readied already, and no transfer took it (the attempt failed before its transfer):
+        // the same again.
+        if shared.withLock({ $0.readied }) { return readiedFields }
         let last = await result()
         switch last {
         case .complete:
@@ -245,6 +250,7 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
     }
 
     private func ready(_ fields: HTTPFields) -> HTTPFields {
+        readiedFields = fields
         errorBody = nil
         alreadyComplete = false
         progressOffset = 0
