@@ -9,7 +9,7 @@ import Testing
 @Suite struct RequestOptionsTests {
     /// The kinds of task, each run the way a user writes it.
     enum Kind: String, CaseIterable, CustomTestStringConvertible {
-        case request, dataTask, verb, download, upload, bytes
+        case request, dataTask, verb, download, upload, bytes, stream
 
         var testDescription: String { rawValue }
 
@@ -41,6 +41,11 @@ import Testing
                     var body = Data()
                     for try await chunk in api.bytes(.get, path, options: options) { body.append(contentsOf: chunk) }
                     return Outcome(status: 200, body: body)
+                case .stream:
+                    let (head, stream) = try await api.stream(.get, path, options: options)
+                    var body = Data()
+                    for try await chunk in stream { body.append(contentsOf: chunk) }
+                    return Outcome(status: head.status.code, body: body)
                 }
             } catch {
                 let courierError = error as? CourierError
