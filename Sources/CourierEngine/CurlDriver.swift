@@ -133,6 +133,17 @@ package final class CurlDriver: @unchecked Sendable {
     @EngineConfined private var lastParsedURL: (url: String, parsed: ParsedURL)?
     /// Results published during this turn of the loop, for their waiters (see `deliver`).
     @EngineConfined private var deliveries: [Delivery] = []
+    /// `curl_slist`s of session-wide string options (`CURLOPT_RESOLVE`, `CURLOPT_CONNECT_TO`),
+    /// built once per distinct list and kept while the driver lives.
+    @EngineConfined private var stringLists: [[String]: HeaderList] = [:]
+
+    /// The `curl_slist` for `lines`, built on first use.
+    func stringList(_ lines: [String]) -> HeaderList {
+        if let list = stringLists[lines] { return list }
+        let list = HeaderList(lines: lines)
+        stringLists[lines] = list
+        return list
+    }
 
     package init(limits: Limits, name: String = "courier-driver") {
         _ = CurlRuntime.initialized

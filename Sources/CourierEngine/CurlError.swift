@@ -10,6 +10,38 @@ extension CourierError {
     /// `detail` is libcurl's own message from `CURLOPT_ERRORBUFFER` when it wrote one
     /// (libcurl-errors(3) lists the codes). `stage` tells apart the codes libcurl also uses for
     /// a reply it cannot read.
+    /// What went wrong in TLS, in words that say which check failed, with libcurl's own after
+    /// them.
+    static func tlsMessage(_ code: CURLcode, _ text: String, host: String?) -> String {
+        let server = host.map { "\($0)'s" } ?? "The server's"
+        let lower = text.lowercased()
+        let what: String
+        if code == CURLE_SSL_PINNEDPUBKEYNOTMATCH {
+            what = "\(server) public key matches none of the pins for it"
+        } else if lower.contains("certificate has expired") {
+            what = "\(server) certificate has expired"
+        } else if lower.contains("certificate is not yet valid") {
+            what = "\(server) certificate is not valid yet"
+        } else if lower.contains("subject name") || lower.contains("does not match target host") {
+            what = "\(server) certificate is for another host name"
+        } else if lower.contains("unable to get local issuer") || lower.contains("self-signed certificate")
+            || lower.contains("self signed certificate") || lower.contains("unable to get issuer")
+        {
+            what = "\(server) certificate is not signed by a trusted certificate authority"
+        } else if lower.contains("protocol version") || lower.contains("unsupported protocol")
+            || lower.contains("no protocols available")
+        {
+            what = "The server and the client have no TLS version in common"
+        } else if code == CURLE_SSL_CERTPROBLEM {
+            what = "The client certificate or its key cannot be used (a wrong password, or not PEM or PKCS#12)"
+        } else if code == CURLE_SSL_CACERT_BADFILE {
+            what = "The CA certificates to trust cannot be read"
+        } else {
+            what = "TLS failure"
+        }
+        return "\(what): \(text)"
+    }
+
     static func fromCurl(
         _ code: CURLcode, detail: String, context: Context, stage: ResponseStage = .other
     ) -> CourierError {
@@ -64,7 +96,7 @@ extension CourierError {
             CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED,
             CURLE_SSL_SHUTDOWN_FAILED, CURLE_SSL_CRL_BADFILE, CURLE_SSL_ISSUER_ERROR,
             CURLE_SSL_CLIENTCERT, CURLE_USE_SSL_FAILED:
-            context.message = "TLS failure: \(text)"
+            context.message = Self.tlsMessage(code, text, host: context.url?.host)
             return .tls(context)
         case CURLE_TOO_MANY_REDIRECTS:
             context.message = "Too many redirects: \(text)"

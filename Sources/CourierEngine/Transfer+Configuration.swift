@@ -31,6 +31,7 @@ extension Transfer {
         // The memory sink refuses a declared length over it when the head is complete, and
         // counts decoded bytes after. (Not libcurl's CURLOPT_MAXFILESIZE_LARGE: it would fail
         // a redirect that declares a long body too, before Courier could follow it.)
+        configurePins(easy, request)
         try configureMethodAndBody(easy, request)
         courier_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, prepared.headers.list)
         // libcurl answers a challenge itself (a 401 or 407, then a second request for Digest
@@ -93,13 +94,58 @@ extension Transfer {
         if options.handlesCookies, let cookies = driver.cookies { cookies.attach(easy) }
         courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, options.verifiesTLS ? 1 : 0)
         courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, options.verifiesTLS ? 2 : 0)
-        if let caBundlePath = options.caBundlePath {
-            courier_easy_setopt_string(easy, CURLOPT_CAINFO, caBundlePath)
+        configureTLS(easy, options)
+        if let path = options.unixSocketPath { courier_easy_setopt_string(easy, CURLOPT_UNIX_SOCKET_PATH, path) }
+        if !options.resolveLines.isEmpty {
+            courier_easy_setopt_slist(easy, CURLOPT_RESOLVE, driver.stringList(options.resolveLines).list)
+        }
+        if !options.connectLines.isEmpty {
+            courier_easy_setopt_slist(easy, CURLOPT_CONNECT_TO, driver.stringList(options.connectLines).list)
         }
         if let proxy = options.proxy {
             courier_easy_setopt_string(easy, CURLOPT_PROXY, proxy)
         } else if options.bypassesProxies {
             courier_easy_setopt_string(easy, CURLOPT_NOPROXY, "*")
+        }
+    }
+
+    /// Trust, versions and the client identity: session-wide.
+    private func configureTLS(_ easy: UnsafeMutableRawPointer, _ options: TransferOptions) {
+        // A file or directory given replaces libcurl's built-in one of the same kind; without
+        // the system's trust, the other built-in goes too (NULL disables it).
+        if let path = options.caFilePath {
+            courier_easy_setopt_string(easy, CURLOPT_CAINFO, path)
+        } else if !options.trustsSystemCAs {
+            courier_easy_setopt_pointer(easy, CURLOPT_CAINFO, nil)
+        }
+        if let path = options.caDirectoryPath {
+            courier_easy_setopt_string(easy, CURLOPT_CAPATH, path)
+        } else if !options.trustsSystemCAs {
+            courier_easy_setopt_pointer(easy, CURLOPT_CAPATH, nil)
+        }
+        if options.tlsMinimum != nil || options.tlsMaximum != nil {
+            let minimum = options.tlsMinimum?.curlValue ?? CURL_SSLVERSION_DEFAULT
+            let maximum = options.tlsMaximum?.curlMaximumValue ?? CURL_SSLVERSION_MAX_DEFAULT
+            courier_easy_setopt_long(easy, CURLOPT_SSLVERSION, minimum | maximum)
+        }
+        if let identity = options.clientIdentity {
+            courier_easy_setopt_string(easy, CURLOPT_SSLCERT, identity.certificatePath)
+            courier_easy_setopt_string(easy, CURLOPT_SSLCERTTYPE, identity.isPKCS12 ? "P12" : "PEM")
+            if let key = identity.keyPath {
+                courier_easy_setopt_string(easy, CURLOPT_SSLKEY, key)
+                courier_easy_setopt_string(easy, CURLOPT_SSLKEYTYPE, "PEM")
+            }
+            if let password = identity.password { courier_easy_setopt_string(easy, CURLOPT_KEYPASSWD, password) }
+        }
+    }
+
+    /// The pins for this hop's host (per hop: a reused handle and a redirect may change hosts).
+    func configurePins(_ easy: UnsafeMutableRawPointer, _ request: TransferRequest) {
+        guard !request.options.pins.isEmpty else { return }
+        if let host = request.url?.host?.lowercased(), let pins = request.options.pins[host] {
+            courier_easy_setopt_string(easy, CURLOPT_PINNEDPUBLICKEY, pins)
+        } else {
+            courier_easy_setopt_pointer(easy, CURLOPT_PINNEDPUBLICKEY, nil)
         }
     }
 
@@ -160,6 +206,28 @@ extension Transfer {
         guard code != CURLE_OK else { return }
         throw CourierError.fromCurl(
             code, detail: String(cString: errorBuffer), context: .init(url: current.url, message: ""))
+    }
+}
+
+extension TLSVersion {
+    /// `CURLOPT_SSLVERSION`'s minimum.
+    var curlValue: Int {
+        switch self {
+        case .v1_0: CURL_SSLVERSION_TLSv1_0
+        case .v1_1: CURL_SSLVERSION_TLSv1_1
+        case .v1_2: CURL_SSLVERSION_TLSv1_2
+        case .v1_3: CURL_SSLVERSION_TLSv1_3
+        }
+    }
+
+    /// `CURLOPT_SSLVERSION`'s maximum (the high 16 bits).
+    var curlMaximumValue: Int {
+        switch self {
+        case .v1_0: CURL_SSLVERSION_MAX_TLSv1_0
+        case .v1_1: CURL_SSLVERSION_MAX_TLSv1_1
+        case .v1_2: CURL_SSLVERSION_MAX_TLSv1_2
+        case .v1_3: CURL_SSLVERSION_MAX_TLSv1_3
+        }
     }
 }
 

@@ -350,6 +350,13 @@ final class HeaderList: @unchecked Sendable {
         self.list = list
     }
 
+    /// A list of lines as they are.
+    init(lines: [String]) {
+        var list: UnsafeMutablePointer<curl_slist>?
+        for line in lines { list = curl_slist_append(list, line) }
+        self.list = list
+    }
+
     deinit {
         if let list { curl_slist_free_all(list) }
     }

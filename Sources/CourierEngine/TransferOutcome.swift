@@ -144,6 +144,7 @@ enum TransferOutcome {
             metrics.remoteIP = String(cString: ip)
             metrics.remotePort = long(CURLINFO_PRIMARY_PORT)
         }
+        metrics.localPort = long(CURLINFO_LOCAL_PORT)
         return metrics
     }
 }

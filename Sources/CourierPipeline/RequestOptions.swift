@@ -38,13 +38,18 @@ public struct RequestOptions: Sendable {
     /// Whether and how redirects are followed (nil: the configuration's `followsRedirects`
     /// and `maximumRedirects`).
     public var redirects: RedirectBehavior?
+    /// Connect to this Unix-domain socket instead of the URL's host and port (nil: the
+    /// configuration's `unixSocketPath`).
+    public var unixSocketPath: String?
 
     /// Creates options; every choice defaults to the session's.
     public init(
         handlesCookies: Bool? = nil, cachePolicy: CachePolicy? = nil, cacheLifetime: Duration? = nil,
         credential: Credential? = nil, interceptors: [any RequestInterceptor] = [], retryPolicy: RetryPolicy? = nil,
-        requestTimeout: Duration? = nil, resourceTimeout: Duration? = nil, redirects: RedirectBehavior? = nil
+        requestTimeout: Duration? = nil, resourceTimeout: Duration? = nil, redirects: RedirectBehavior? = nil,
+        unixSocketPath: String? = nil
     ) {
+        self.unixSocketPath = unixSocketPath
         self.interceptors = interceptors
         self.handlesCookies = handlesCookies
         self.cachePolicy = cachePolicy
@@ -65,6 +70,7 @@ public struct RequestOptions: Sendable {
     /// Whether any option changes the transfer's settings.
     var changesTransfer: Bool {
         handlesCookies != nil || requestTimeout != nil || resourceTimeout != nil || redirects != nil
+            || unixSocketPath != nil
     }
 }
 

@@ -80,14 +80,18 @@ package final class RequestPipeline: Sendable {
     package let transferOptions: TransferOptions
     package let interceptors: [any RequestInterceptor]
     package let monitors: EventMonitorGroup?
+    /// Hosts reached over https only (`Strict-Transport-Security`); nil when the session
+    /// does not honour it.
+    package let hsts: HSTSStore?
     /// The last request number given out (see `RequestContext.requestID`).
     private let lastRequestID = Atomic<UInt64>(0)
 
     package init(
         transport: any Transport, cache: HTTPCache?, cachePolicy: CachePolicy, credentials: CredentialStore,
         proxies: ProxySettings, transferOptions: TransferOptions, interceptors: [any RequestInterceptor],
-        monitors: [any EventMonitor]
+        monitors: [any EventMonitor], hsts: HSTSStore? = nil
     ) {
+        self.hsts = hsts
         self.transport = transport
         self.cache = cache
         self.cachePolicy = cachePolicy
@@ -216,6 +220,10 @@ package final class RequestPipeline: Sendable {
         register: (@Sendable (any TransportTransfer) -> Void)?
     ) async throws -> RawResponse {
         let body = prepared.body
+        var adapted = adapted
+        if let hsts, adapted.scheme == "http", let url = adapted.url, let upgraded = hsts.upgrade(url) {
+            adapted.url = upgraded
+        }
         let urlString = try RequestBuilding.urlString(of: adapted)
         var cacheLookup = CacheLookup(
             cache: cache, policy: prepared.call.options.cachePolicy ?? cachePolicy,
@@ -236,6 +244,7 @@ package final class RequestPipeline: Sendable {
         request.usesLargeBuffers = prepared.call.usesLargeBuffers
         request.failureEndsProgress = !retryable
         request.redirectHandler = prepared.call.options.redirects?.handler
+        if transferOptions.verifiesTLS { request.hsts = hsts }
         request.observer = monitors.map { MonitoringObserver(group: $0, requestID: requestID) }
         let revalidates = cacheLookup.revalidates
         if revalidates { request.head = cacheLookup.conditionalRequest }
@@ -295,7 +304,9 @@ package final class RequestPipeline: Sendable {
         exchange.register?(transfer)
         monitors?.emit(exchange.requestID, .attemptStarted(request.head, attempt: exchange.attempt))
         transfer.start()
-        return RawResponse(try await transfer.value())
+        let raw = RawResponse(try await transfer.value())
+        if let hsts = request.hsts { HSTSStore.note(raw.head, of: raw.request, in: hsts) }
+        return raw
     }
 
     @inline(__always)
@@ -311,6 +322,7 @@ package final class RequestPipeline: Sendable {
         if let handlesCookies = choices.handlesCookies { options.handlesCookies = handlesCookies }
         if let timeout = choices.requestTimeout { options.idleTimeout = timeout }
         if let timeout = choices.resourceTimeout { options.totalTimeout = timeout }
+        if let path = choices.unixSocketPath { options.unixSocketPath = path }
         if let redirects = choices.redirects {
             options.followRedirects = redirects.follows
             options.maximumRedirects = redirects.maximum

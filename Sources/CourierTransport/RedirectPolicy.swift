@@ -27,7 +27,8 @@ package enum RedirectPolicy {
                     url: request.url, response: response,
                     message: "Stopped after \(request.options.maximumRedirects) redirects"))
         }
-        guard let target = URL(string: location), let scheme = target.scheme?.lowercased() else {
+        if let hsts = request.hsts { HSTSStore.note(response, of: request.head, in: hsts) }
+        guard var target = URL(string: location), let scheme = target.scheme?.lowercased() else {
             throw .invalidURL(
                 .init(url: request.url, response: response, message: "Invalid redirect location '\(location)'"))
         }
@@ -39,6 +40,7 @@ package enum RedirectPolicy {
             throw .invalidURL(
                 .init(url: request.url, response: response, message: "Invalid redirect location '\(location)'"))
         }
+        if let upgraded = request.hsts?.upgrade(target) { target = upgraded }
         var next = request
         next.urlString = target.absoluteString
         next.head.url = target

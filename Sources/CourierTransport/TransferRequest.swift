@@ -29,6 +29,10 @@ package struct TransferRequest: Sendable {
     /// request again: the next attempt reports on the same streams, and the caller ends them
     /// after the last.
     package var failureEndsProgress = true
+    /// Notes `Strict-Transport-Security` from verified https responses, and upgrades http
+    /// redirects to hosts it knows; nil when the session does not honour it (or does not
+    /// verify certificates).
+    package var hsts: HSTSStore?
     /// Sees each redirect before it is followed (see `RedirectBehavior.handler`).
     package var redirectHandler: (@Sendable (RedirectHop) -> HTTPRequest?)?
 
@@ -112,8 +116,26 @@ package struct TransferOptions: Sendable, Equatable {
     package var connectionIdleTimeout: Duration = .seconds(60)
     /// Whether to verify the server's TLS certificate and host name.
     package var verifiesTLS = true
-    /// A CA bundle (PEM) to trust instead of the system's.
-    package var caBundlePath: String?
+    /// A CA bundle (PEM) to trust (`CURLOPT_CAINFO`).
+    package var caFilePath: String?
+    /// A hashed directory of CA certificates to trust (`CURLOPT_CAPATH`).
+    package var caDirectoryPath: String?
+    /// Whether the system's CAs stay trusted beside the file or directory above (libcurl's
+    /// built-in bundle file and directory for whichever of the two is not given).
+    package var trustsSystemCAs = true
+    /// The oldest and newest TLS versions allowed; nil: libcurl's (and OpenSSL's) choice.
+    package var tlsMinimum: TLSVersion?
+    package var tlsMaximum: TLSVersion?
+    /// Public-key pins by lower-case host, each in `CURLOPT_PINNEDPUBLICKEY` form
+    /// (`sha256//<base64>;sha256//<base64>`).
+    package var pins: [String: String] = [:]
+    /// The certificate and key presented to servers that ask.
+    package var clientIdentity: ClientIdentity?
+    /// Connect to this Unix-domain socket instead of the URL's host and port.
+    package var unixSocketPath: String?
+    /// `CURLOPT_RESOLVE` and `CURLOPT_CONNECT_TO` lines.
+    package var resolveLines: [String] = []
+    package var connectLines: [String] = []
     /// Send stored cookies and keep the ones the response sets.
     package var handlesCookies = true
     /// The proxy (`CURLOPT_PROXY`); nil leaves the choice to libcurl's environment variables.

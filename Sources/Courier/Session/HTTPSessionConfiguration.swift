@@ -89,10 +89,34 @@ public struct HTTPSessionConfiguration: Sendable {
     /// from the session's credential store (a protection space with `isProxy`) or, on a 407,
     /// from the challenge handler.
     public var proxy: URL?
-    /// Whether the server's TLS certificate and host name are verified. Default true.
-    public var verifiesTLSCertificates = true
-    /// A PEM bundle of CA certificates to trust instead of the system's.
-    public var certificateAuthorityBundle: URL?
+    /// How TLS connections are checked: trust, versions, pins, the client certificate.
+    public var tls = TLSConfiguration()
+    /// Whether the server's TLS certificate and host name are verified (``tls``'s
+    /// `verifiesCertificates`). Default true.
+    public var verifiesTLSCertificates: Bool {
+        get { tls.verifiesCertificates }
+        set { tls.verifiesCertificates = newValue }
+    }
+    /// A PEM bundle of CA certificates to trust instead of the system's: ``tls``'s
+    /// `certificateAuthorityFile`, with `trustsSystemCertificates` off (on again when set to nil).
+    public var certificateAuthorityBundle: URL? {
+        get { tls.certificateAuthorityFile }
+        set {
+            tls.certificateAuthorityFile = newValue
+            tls.trustsSystemCertificates = newValue == nil
+        }
+    }
+    /// Honour `Strict-Transport-Security` (RFC 6797): after an https response that carries it,
+    /// http requests to that host (and its subdomains, with `includeSubDomains`) go over https
+    /// until it expires. Kept on disk in default sessions, in memory in ephemeral ones.
+    /// Default true.
+    public var usesHSTS = true
+    /// Connect every request to this Unix-domain socket instead of its host and port (the
+    /// URL still names the host: `http://localhost/containers/json` to the Docker socket).
+    public var unixSocketPath: String?
+    /// Hosts and ports sent somewhere else without asking DNS (curl's `--resolve` and
+    /// `--connect-to`).
+    public var addressOverrides: [AddressOverride] = []
     /// Interceptors for every request of the session, in order: they adapt each attempt's
     /// request (before a request's own interceptors and before the manager's `adapt(_:)`) and
     /// are asked about a retry after a failure (after the request's own). Empty by default.
@@ -160,6 +184,14 @@ public struct HTTPSessionConfiguration: Sendable {
         return name.isEmpty ? "session" : name
     }
 
+    /// What is wrong with the configuration, before any request is sent.
+    func validate() throws(CourierError) {
+        try tls.validate()
+        for override in addressOverrides where !override.isWellFormed {
+            throw .invalidURL(.init(message: "The address override \(override) is not a host, a port and a target"))
+        }
+    }
+
     var transferOptions: TransferOptions {
         var options = TransferOptions()
         options.connectTimeout = connectTimeout
@@ -171,8 +203,17 @@ public struct HTTPSessionConfiguration: Sendable {
         options.httpVersion = httpVersion
         options.acceptsCompressedResponses = acceptsCompressedResponses
         options.connectionIdleTimeout = connectionIdleTimeout
-        options.verifiesTLS = verifiesTLSCertificates
-        options.caBundlePath = certificateAuthorityBundle?.path
+        options.verifiesTLS = tls.verifiesCertificates
+        options.caFilePath = tls.certificateAuthorityFile?.path
+        options.caDirectoryPath = tls.certificateAuthorityDirectory?.path
+        options.trustsSystemCAs = tls.trustsSystemCertificates
+        options.tlsMinimum = tls.minimumVersion
+        options.tlsMaximum = tls.maximumVersion
+        options.pins = tls.curlPins
+        options.clientIdentity = tls.clientIdentity
+        options.unixSocketPath = unixSocketPath
+        options.resolveLines = addressOverrides.compactMap(\.resolveLine)
+        options.connectLines = addressOverrides.compactMap(\.connectLine)
         options.handlesCookies = handlesCookies
         options.proxy = proxy?.absoluteString
         return options

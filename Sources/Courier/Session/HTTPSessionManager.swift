@@ -63,6 +63,8 @@ open class HTTPSessionManager {
     nonisolated let background: BackgroundSession?
     /// Which proxy requests go through, for the proxy's credentials.
     nonisolated let proxies: ProxySettings
+    /// What is wrong with the configuration (a malformed pin): every request fails with it.
+    nonisolated let configurationError: CourierError?
 
     private struct Settings {
         var requestSerializer: any RequestSerializer = HTTPRequestSerializer()
@@ -150,7 +152,20 @@ open class HTTPSessionManager {
         self.pipeline = RequestPipeline(
             transport: transport, cache: cache, cachePolicy: configuration.cachePolicy, credentials: credentials,
             proxies: proxies, transferOptions: transferOptions, interceptors: configuration.interceptors,
-            monitors: monitors)
+            monitors: monitors,
+            hsts: configuration.usesHSTS ? HSTSStore(file: storage?.appendingPathComponent("hsts.json")) : nil)
+        do {
+            try configuration.validate()
+            self.configurationError = nil
+        } catch {
+            logger.error("\(error.context.message)")
+            self.configurationError = error
+        }
+        if !configuration.tls.verifiesCertificates {
+            logger.warning(
+                "TLS certificate verification is off: anyone between this process and the server can read and change every request and response"
+            )
+        }
     }
 
     deinit {
@@ -248,6 +263,7 @@ open class HTTPSessionManager {
 
     /// Builds the request head, encodes parameters; nonisolated, before anything is sent.
     nonisolated func prepare(_ call: Call) throws(CourierError) -> PreparedRequest {
+        if let configurationError { throw configurationError }
         let (serializer, session) = try settings.withLock { settings throws(CourierError) in
             (settings.requestSerializer, try settings.sessionFields(transport: transport))
         }

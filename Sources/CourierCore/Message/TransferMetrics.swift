@@ -32,6 +32,9 @@ public struct TransferMetrics: Sendable, Hashable {
     }
     /// Whether the final hop reused an open connection.
     public var reusedConnection: Bool = false
+    /// The local port of the connection: requests that share a connection (HTTP/1.1
+    /// keep-alive, HTTP/2 streams) share it. Zero for a Unix-domain socket.
+    public var localPort: Int = 0
 
     /// Empty metrics (all zero), for responses that did not come from the network.
     public init() {}

@@ -14,6 +14,7 @@ actor TestServers {
     private var httpbin: Task<URL, any Error>?
     private var fault: Task<URL, any Error>?
     private var nginx: Task<NginxServer, any Error>?
+    private var tls: Task<TLSServers, any Error>?
 
     static let repositoryRoot: URL = {
         // .../Tests/CourierTests/Support/TestServers.swift -> repository root
@@ -56,6 +57,11 @@ actor TestServers {
         try await shared.sharedNginx()
     }
 
+    /// nginx with the test PKI: a server per TLS case (see `Tests/Support/serve_tls.py`).
+    static func tls() async throws -> TLSServers {
+        try await shared.sharedTLS()
+    }
+
     // Each shared server is started by its first caller; later callers await the same task
     // (the actor is reentrant across the await, so the task is stored before it).
 
@@ -72,6 +78,18 @@ actor TestServers {
     private func sharedNginx() async throws -> NginxServer {
         if nginx == nil { nginx = Task { try await Self.startNginx() } }
         return try await nginx!.value
+    }
+
+    private func sharedTLS() async throws -> TLSServers {
+        if tls == nil { tls = Task { try await Self.startTLS() } }
+        return try await tls!.value
+    }
+
+    private static func startTLS() async throws -> TLSServers {
+        let (_, fields) = try await launch(
+            URL(fileURLWithPath: "/usr/bin/env"), "python3",
+            supportDirectory.appendingPathComponent("serve_tls.py").path)
+        return try TLSServers(info: URL(fileURLWithPath: fields[0]))
     }
 
     private static func startHttpbin() async throws -> DedicatedServer {
@@ -184,4 +202,54 @@ struct NginxServer: Sendable {
 struct TestServerError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
+}
+
+/// The servers of `serve_tls.py` and the PKI they use, from its `info.json`.
+struct TLSServers: Sendable {
+    struct Client: Decodable, Sendable {
+        var cert: String
+        var key: String
+        var key_encrypted: String
+        var key_password: String
+        var p12: String
+        var p12_password: String
+    }
+
+    private struct Info: Decodable {
+        var ports: [String: Int]
+        var socket: String
+        var ca1: String
+        var ca2: String
+        var ca_dir: String
+        var client: Client
+        var pins: [String: String]
+        var access_log: String
+    }
+
+    private let info: Info
+
+    init(info file: URL) throws {
+        info = try JSONDecoder().decode(Info.self, from: Data(contentsOf: file))
+    }
+
+    /// `https://localhost:<port>/` of the server `name` (`valid`, `expired`, ...); `http://`
+    /// for the plain ones (`plain`, `h2c`).
+    func url(_ name: String, scheme: String? = nil) -> URL {
+        let plain = name == "plain" || name == "h2c"
+        return URL(string: "\(scheme ?? (plain ? "http" : "https"))://localhost:\(port(name))/")!
+    }
+
+    func port(_ name: String) -> Int { info.ports[name]! }
+    var socket: String { info.socket }
+    var ca1: URL { URL(fileURLWithPath: info.ca1) }
+    var ca2: URL { URL(fileURLWithPath: info.ca2) }
+    var caDirectory: URL { URL(fileURLWithPath: info.ca_dir) }
+    var client: Client { info.client }
+    func pin(_ name: String) -> String { info.pins[name]! }
+
+    /// The lines of nginx's access log: `port "request" status connection requests protocol
+    /// http2`.
+    func accessLog() throws -> [String] {
+        try String(contentsOfFile: info.access_log, encoding: .utf8).split(separator: "\n").map(String.init)
+    }
 }

@@ -1,0 +1,364 @@
+import Foundation
+import HTTPTypes
+import Testing
+
+@testable import Courier
+
+/// TLS, HSTS, Unix sockets, address overrides and HTTP/2, against nginx with a PKI made for
+/// the run (`Tests/Support/serve_tls.py`: a CA, a valid server certificate, an expired one,
+/// one for another name, one from a second CA, a rotated key, a client certificate).
+@Suite struct TLSTests {
+    /// An ephemeral manager; `configure` adjusts the configuration.
+    static func manager(_ configure: (inout HTTPSessionConfiguration) -> Void = { _ in }) -> HTTPSessionManager {
+        var configuration = HTTPSessionConfiguration.ephemeral
+        configure(&configuration)
+        return HTTPSessionManager(configuration: configuration)
+    }
+
+    /// An ephemeral manager that trusts the test CA.
+    static func trusting(
+        _ servers: TLSServers, _ configure: (inout HTTPSessionConfiguration) -> Void = { _ in }
+    ) -> HTTPSessionManager {
+        manager { configuration in
+            configuration.tls.certificateAuthorityFile = servers.ca1
+            configure(&configuration)
+        }
+    }
+
+    /// The body of `url` as text.
+    static func text(
+        _ api: HTTPSessionManager, _ url: URL, options: RequestOptions = RequestOptions()
+    ) async throws
+        -> String
+    {
+        let response = try await api.request(
+            .get, url.absoluteString, options: options, serializer: StringResponseSerializer())
+        return response.value
+    }
+
+    /// The message of the `tls` error `body` throws; nil (and an issue) for anything else.
+    static func tlsMessage(
+        _ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation
+    )
+        async -> String?
+    {
+        let error = await capturedError(sourceLocation: sourceLocation, body)
+        guard case .tls(let context)? = error as? CourierError else {
+            Issue.record("expected a tls error, got \(String(describing: error))", sourceLocation: sourceLocation)
+            return nil
+        }
+        return context.message
+    }
+
+    static func hello(_ servers: TLSServers, _ name: String) -> URL {
+        servers.url(name).appendingPathComponent("hello.txt")
+    }
+
+    // MARK: Trust
+
+    @Test func theTestCAIsTrustedOnlyWhenConfigured() async throws {
+        let servers = try await TestServers.tls()
+        let url = Self.hello(servers, "valid")
+        let message = await Self.tlsMessage { _ = try await Self.text(Self.manager(), url) }
+        #expect(message?.hasPrefix("localhost's certificate is not signed by a trusted certificate authority") == true)
+        // A file beside the system's CAs, a file instead of them, a hashed directory.
+        #expect(try await Self.text(Self.trusting(servers), url) == "hello\n")
+        let instead = Self.manager { $0.certificateAuthorityBundle = servers.ca1 }
+        #expect(try await Self.text(instead, url) == "hello\n")
+        let directory = Self.manager { $0.tls.certificateAuthorityDirectory = servers.caDirectory }
+        #expect(try await Self.text(directory, url) == "hello\n")
+        // The second CA is not the first.
+        let other = Self.manager { $0.tls.certificateAuthorityFile = servers.ca2 }
+        let refused = await Self.tlsMessage { _ = try await Self.text(other, url) }
+        #expect(refused?.contains("not signed by a trusted certificate authority") == true)
+    }
+
+    @Test(arguments: [
+        ("expired", "localhost's certificate has expired"),
+        ("wronghost", "localhost's certificate is for another host name"),
+        ("otherca", "localhost's certificate is not signed by a trusted certificate authority"),
+    ])
+    func aBadCertificateFailsWithAMessageThatSaysWhy(_ server: String, _ expected: String) async throws {
+        let servers = try await TestServers.tls()
+        let message = await Self.tlsMessage {
+            _ = try await Self.text(Self.trusting(servers), Self.hello(servers, server))
+        }
+        #expect(message?.hasPrefix(expected) == true, "\(message ?? "")")
+    }
+
+    @Test func turningVerificationOffAcceptsAnyCertificateAndLogsAWarning() async throws {
+        let servers = try await TestServers.tls()
+        let recorder = LogRecorder()
+        let api = HTTPSessionManager(
+            configuration: {
+                var configuration = HTTPSessionConfiguration.ephemeral
+                configuration.verifiesTLSCertificates = false
+                return configuration
+            }(), logger: recorder.logger)
+        #expect(try await Self.text(api, Self.hello(servers, "expired")) == "hello\n")
+        #expect(recorder.messages.contains { $0.contains("TLS certificate verification is off") })
+    }
+
+    // MARK: Pins
+
+    @Test func aMatchingPinSucceedsAndAMismatchFailsBeforeAnyRequestByte() async throws {
+        let servers = try await TestServers.tls()
+        let api = Self.trusting(servers) { $0.tls.pinnedPublicKeys["localhost"] = [servers.pin("valid")] }
+        #expect(try await Self.text(api, Self.hello(servers, "valid")) == "hello\n")
+        let marker = "pin-\(UUID().uuidString)"
+        let rotated = servers.url("rotated").appendingPathComponent(marker)
+        let message = await Self.tlsMessage { _ = try await Self.text(api, rotated) }
+        #expect(message?.hasPrefix("localhost's public key matches none of the pins for it") == true)
+        // nginx logs every request it reads: none reached it.
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(try servers.accessLog().allSatisfy { !$0.contains(marker) })
+    }
+
+    @Test func aBackupPinWorksAfterThePrimaryKeyRotates() async throws {
+        let servers = try await TestServers.tls()
+        let api = Self.trusting(servers) {
+            $0.tls.pinnedPublicKeys["LocalHost"] = [servers.pin("valid"), servers.pin("rotated")]
+        }
+        #expect(try await Self.text(api, Self.hello(servers, "valid")) == "hello\n")
+        #expect(try await Self.text(api, Self.hello(servers, "rotated")) == "hello\n")
+    }
+
+    @Test func aPinDoesNotExcuseABadCertificateAndAHostWithoutPinsIsVerifiedAsUsual() async throws {
+        let servers = try await TestServers.tls()
+        // The expired certificate has the pinned key: it still fails, for its date.
+        let pinned = Self.trusting(servers) { $0.tls.pinnedPublicKeys["localhost"] = [servers.pin("valid")] }
+        let message = await Self.tlsMessage { _ = try await Self.text(pinned, Self.hello(servers, "expired")) }
+        #expect(message?.hasPrefix("localhost's certificate has expired") == true)
+        // Pins for another host leave this one alone.
+        let elsewhere = Self.trusting(servers) { $0.tls.pinnedPublicKeys["api.example.com"] = [servers.pin("rotated")] }
+        #expect(try await Self.text(elsewhere, Self.hello(servers, "valid")) == "hello\n")
+    }
+
+    @Test func aMalformedPinFailsEveryRequestBeforeAnythingIsSent() async throws {
+        let servers = try await TestServers.tls()
+        let api = Self.trusting(servers) { $0.tls.pinnedPublicKeys["localhost"] = ["sha1//abc"] }
+        let message = await Self.tlsMessage { _ = try await Self.text(api, Self.hello(servers, "valid")) }
+        #expect(message?.contains("is not sha256// followed by the base64 of a SHA-256 digest") == true)
+    }
+
+    // MARK: Client certificates
+
+    @Test func mutualTLSWithAPEMCertificate() async throws {
+        let servers = try await TestServers.tls()
+        let client = servers.client
+        let plain = Self.trusting(servers) {
+            $0.tls.clientIdentity = .pem(
+                certificate: URL(fileURLWithPath: client.cert), key: URL(fileURLWithPath: client.key))
+        }
+        let url = servers.url("mtls").appendingPathComponent("tls")
+        #expect(try await Self.text(plain, url).contains("SUCCESS CN=courier-client"))
+        let encrypted = Self.trusting(servers) {
+            $0.tls.clientIdentity = .pem(
+                certificate: URL(fileURLWithPath: client.cert), key: URL(fileURLWithPath: client.key_encrypted),
+                password: client.key_password)
+        }
+        #expect(try await Self.text(encrypted, url).contains("SUCCESS CN=courier-client"))
+        let wrong = Self.trusting(servers) {
+            $0.tls.clientIdentity = .pem(
+                certificate: URL(fileURLWithPath: client.cert), key: URL(fileURLWithPath: client.key_encrypted),
+                password: "wrong")
+        }
+        let message = await Self.tlsMessage { _ = try await Self.text(wrong, url) }
+        #expect(message?.hasPrefix("The client certificate or its key cannot be used") == true)
+    }
+
+    @Test func mutualTLSWithPKCS12() async throws {
+        let servers = try await TestServers.tls()
+        let api = Self.trusting(servers) {
+            $0.tls.clientIdentity = .pkcs12(
+                URL(fileURLWithPath: servers.client.p12), password: servers.client.p12_password)
+        }
+        #expect(try await Self.text(api, servers.url("mtls").appendingPathComponent("tls")).contains("SUCCESS"))
+    }
+
+    @Test func mutualTLSWithoutACertificateIsRefused() async throws {
+        let servers = try await TestServers.tls()
+        // nginx finishes the handshake and answers 400 "No required SSL certificate was sent".
+        let error = await capturedError {
+            _ = try await Self.text(Self.trusting(servers), servers.url("mtls").appendingPathComponent("tls"))
+        }
+        #expect(isCourierError(error) { $0.response?.status.code == 400 })
+    }
+
+    // MARK: Versions
+
+    @Test func aTLS13MinimumRefusesATLS12OnlyServer() async throws {
+        let servers = try await TestServers.tls()
+        let url = servers.url("tls12").appendingPathComponent("tls")
+        #expect(try await Self.text(Self.trusting(servers), url).hasPrefix("TLSv1.2"))
+        let modern = Self.trusting(servers) { $0.tls.minimumVersion = .v1_3 }
+        let message = await Self.tlsMessage { _ = try await Self.text(modern, url) }
+        #expect(message?.hasPrefix("The server and the client have no TLS version in common") == true)
+        #expect(try await Self.text(modern, servers.url("valid").appendingPathComponent("tls")).hasPrefix("TLSv1.3"))
+    }
+
+    @Test func aTLS12MaximumRefusesATLS13OnlyServer() async throws {
+        let servers = try await TestServers.tls()
+        let old = Self.trusting(servers) { $0.tls.maximumVersion = .v1_2 }
+        #expect(try await Self.text(old, servers.url("valid").appendingPathComponent("tls")).hasPrefix("TLSv1.2"))
+        let message = await Self.tlsMessage {
+            _ = try await Self.text(old, servers.url("tls13").appendingPathComponent("tls"))
+        }
+        #expect(message?.hasPrefix("The server and the client have no TLS version in common") == true)
+    }
+
+    // MARK: HSTS
+
+    /// `http://localhost:<valid port>/tls`: plain HTTP to the TLS port, which nginx refuses
+    /// with a 400, unless HSTS upgraded it.
+    static func plainToTLSPort(_ servers: TLSServers) -> URL {
+        servers.url("valid", scheme: "http").appendingPathComponent("tls")
+    }
+
+    @Test func hstsUpgradesALaterHTTPRequest() async throws {
+        let servers = try await TestServers.tls()
+        let api = Self.trusting(servers)
+        let before = await capturedError { _ = try await Self.text(api, Self.plainToTLSPort(servers)) }
+        #expect(isCourierError(before) { $0.response?.status.code == 400 })
+        _ = try await Self.text(api, servers.url("valid").appendingPathComponent("hsts"))
+        let response = try await api.request(
+            .get, Self.plainToTLSPort(servers).absoluteString, serializer: StringResponseSerializer())
+        #expect(response.value.hasPrefix("TLSv1.3"))
+        #expect(response.request.scheme == "https")
+    }
+
+    @Test func hstsSurvivesANewManagerInADefaultSessionAndCanBeTurnedOff() async throws {
+        let servers = try await TestServers.tls()
+        let storage = FileManager.default.temporaryDirectory.appendingPathComponent("hsts-\(UUID().uuidString)")
+        func persistent(usesHSTS: Bool = true) -> HTTPSessionManager {
+            var configuration = HTTPSessionConfiguration.default
+            configuration.storageDirectory = storage
+            configuration.tls.certificateAuthorityFile = servers.ca1
+            configuration.usesHSTS = usesHSTS
+            return HTTPSessionManager(configuration: configuration)
+        }
+        let first = persistent()
+        _ = try await Self.text(first, servers.url("valid").appendingPathComponent("hsts"))
+        first.invalidateAndCancel()
+        #expect(try await Self.text(persistent(), Self.plainToTLSPort(servers)).hasPrefix("TLSv1.3"))
+        // Turned off, the stored policy is not used; an ephemeral session never saw it.
+        for api in [persistent(usesHSTS: false), Self.trusting(servers)] {
+            let error = await capturedError { _ = try await Self.text(api, Self.plainToTLSPort(servers)) }
+            #expect(isCourierError(error) { $0.response?.status.code == 400 })
+        }
+    }
+
+    @Test func hstsCoversSubdomainsWhenAskedAndNeverIPAddresses() {
+        let store = HSTSStore(file: nil)
+        store.record("max-age=60; includeSubDomains", host: "Example.com")
+        store.record("max-age=60", host: "127.0.0.1")
+        store.record("max-age=60", host: "only.test")
+        let upgrade = { (url: String) in store.upgrade(URL(string: url)!)?.absoluteString }
+        #expect(upgrade("http://example.com/a?b") == "https://example.com/a?b")
+        #expect(upgrade("http://api.example.com:80/") == "https://api.example.com/")
+        #expect(upgrade("http://api.example.com:8080/") == "https://api.example.com:8080/")
+        #expect(upgrade("http://sub.only.test/") == nil)
+        #expect(upgrade("http://127.0.0.1/") == nil)
+        #expect(upgrade("https://example.com/") == nil)
+        store.record("max-age=0", host: "example.com")
+        #expect(upgrade("http://example.com/") == nil)
+        // No valid max-age: ignored.
+        store.record("includeSubDomains", host: "other.test")
+        store.record("max-age=abc", host: "other.test")
+        #expect(upgrade("http://other.test/") == nil)
+    }
+
+    // MARK: Unix sockets and address overrides
+
+    @Test func aUnixSocketRequestReachesTheSocketsServer() async throws {
+        let servers = try await TestServers.tls()
+        let session = Self.manager { $0.unixSocketPath = servers.socket }
+        #expect(try await Self.text(session, URL(string: "http://localhost/tls")!) == "unix\n")
+        // One request of an ordinary session.
+        let options = RequestOptions(unixSocketPath: servers.socket)
+        let api = Self.manager()
+        #expect(try await Self.text(api, URL(string: "http://localhost/tls")!, options: options) == "unix\n")
+        #expect(
+            try await api.downloadTask("http://localhost/big.bin", requestOptions: options, to: tempFile()).value
+                .resourceValues(forKeys: [.fileSizeKey]).fileSize == 1 << 20)
+    }
+
+    @Test func aResolveOverrideReachesTheRightServer() async throws {
+        let servers = try await TestServers.tls()
+        let port = servers.port("valid")
+        let api = Self.trusting(servers) {
+            $0.addressOverrides = [
+                .resolve("api.courier.test", port: port, to: "127.0.0.1"),
+                // Requests for the TLS 1.2-only server go to the valid one (which says TLSv1.3).
+                .connect("localhost", port: servers.port("tls12"), to: "127.0.0.1", port: port),
+            ]
+        }
+        let named = URL(string: "https://api.courier.test:\(port)/hello.txt")!
+        #expect(try await Self.text(api, named) == "hello\n")
+        #expect(try await Self.text(api, servers.url("tls12").appendingPathComponent("tls")).hasPrefix("TLSv1.3"))
+        // Without the override, the name does not resolve.
+        let error = await capturedError { _ = try await Self.text(Self.trusting(servers), named) }
+        #expect(isCourierError(error) { if case .cannotResolveHost = $0 { true } else { false } })
+    }
+
+    // MARK: HTTP/2
+
+    @Test func aHundredConcurrentRequestsOverHTTP2ShareOneConnection() async throws {
+        let servers = try await TestServers.tls()
+        let api = Self.trusting(servers)
+        let marker = "h2-\(UUID().uuidString.prefix(8))"
+        let url = Self.hello(servers, "valid").absoluteString + "?\(marker)"
+        let responses = try await withThrowingTaskGroup(of: DataResponse<String>.self) { group in
+            for _ in 0..<100 {
+                group.addTask { try await api.request(.get, url, serializer: StringResponseSerializer()) }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(responses.count == 100)
+        #expect(responses.allSatisfy { $0.value == "hello\n" && $0.metrics.httpVersion == "2" })
+        #expect(Set(responses.map(\.metrics.localPort)).count == 1)
+        // nginx saw them on one connection too.
+        try await Task.sleep(for: .milliseconds(200))
+        let lines = try servers.accessLog().filter { $0.contains(marker) }
+        #expect(lines.count == 100)
+        let connections = Set(lines.map { $0.split(separator: " ")[5] })
+        #expect(connections.count == 1)
+    }
+
+    @Test func h2cWithPriorKnowledge() async throws {
+        let servers = try await TestServers.tls()
+        let api = Self.manager { $0.httpVersion = .http2PriorKnowledge }
+        let response = try await api.request(
+            .get, servers.url("h2c").appendingPathComponent("hello.txt").absoluteString,
+            serializer: StringResponseSerializer())
+        #expect(response.value == "hello\n")
+        #expect(response.metrics.httpVersion == "2")
+    }
+
+    @Test func aGOAWAYLosesNoRequest() async throws {
+        let servers = try await TestServers.tls()
+        let api = Self.trusting(servers)
+        // The server closes each connection with GOAWAY after 10 requests.
+        let url = Self.hello(servers, "goaway").absoluteString
+        let bodies = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<60 {
+                group.addTask { try await api.request(.get, url, serializer: StringResponseSerializer()).value }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(bodies.count == 60)
+        #expect(bodies.allSatisfy { $0 == "hello\n" })
+    }
+
+    @Test func aPageServedWithAPushLoadsAndThePushedResourceToo() async throws {
+        let servers = try await TestServers.tls()
+        let api = Self.trusting(servers)
+        #expect(try await Self.text(api, servers.url("valid").appendingPathComponent("pushed.txt")) == "pushed\n")
+        #expect(try await Self.text(api, Self.hello(servers, "valid")) == "hello\n")
+    }
+}
+
+/// A path for a new file in a directory of its own.
+func tempFile() throws -> URL {
+    try DownloadTests.temporaryDirectory().appendingPathComponent("file")
+}
