@@ -26,6 +26,8 @@ struct CourierCommand: AsyncParsableCommand {
               courier POST :8080/upload title=Holiday photo@beach.jpg
               courier --download example.com/big.iso --output big.iso
               courier --download --continue example.com/big.iso --output big.iso
+              courier --cacert ca.pem --pin sha256//r8ud...= https://api.example.com/me
+              courier --unix-socket /var/run/docker.sock localhost/containers/json
             """,
         version: CourierInfo.version)
 
@@ -53,6 +55,35 @@ struct CourierCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Do not verify TLS certificates.")
     var insecure = false
 
+    @Option(name: .long, help: "A PEM file of CA certificates to trust, beside the system's.")
+    var cacert: String?
+
+    @Option(name: .long, help: "A client certificate: PEM, or PKCS#12 when it ends in .p12 or .pfx.")
+    var cert: String?
+
+    @Option(name: .long, help: "The private key of --cert (PEM).")
+    var key: String?
+
+    @Option(name: .long, help: "The password of --key, or of the PKCS#12 --cert.")
+    var pass: String?
+
+    @Option(
+        name: .long,
+        help: "A public-key pin for the URL's host: sha256//<base64 SHA-256 of the key's SubjectPublicKeyInfo>. Repeatable.")
+    var pin: [String] = []
+
+    @Option(name: .long, help: "The oldest TLS version accepted: 1.2 or 1.3.")
+    var tlsMin: String?
+
+    @Option(name: .long, help: "Connect to this Unix-domain socket instead of the URL's host.")
+    var unixSocket: String?
+
+    @Option(name: .long, help: "HOST:PORT:ADDRESS: connect to ADDRESS for HOST:PORT, without DNS. Repeatable.")
+    var resolve: [String] = []
+
+    @Flag(name: .long, help: "Ask for HTTP/2 (ALPN over TLS, Upgrade over plain HTTP).")
+    var http2 = false
+
     @Flag(name: [.short, .long], help: "Download the body to a file, with a progress bar.")
     var download = false
 
@@ -72,6 +103,48 @@ struct CourierCommand: AsyncParsableCommand {
         if (output != nil || `continue`) && !download {
             throw ValidationError("--output and --continue go with --download")
         }
+        if key != nil && cert == nil { throw ValidationError("--key goes with --cert") }
+        if let tlsMin, Self.tlsVersion(tlsMin) == nil { throw ValidationError("--tls-min takes 1.2 or 1.3") }
+        for line in resolve where Self.addressOverride(line) == nil {
+            throw ValidationError("--resolve takes HOST:PORT:ADDRESS, not '\(line)'")
+        }
+    }
+
+    static func tlsVersion(_ text: String) -> TLSVersion? {
+        switch text {
+        case "1.2": .v1_2
+        case "1.3": .v1_3
+        default: nil
+        }
+    }
+
+    /// `host:port:address` (the address may be an IPv6 one, with or without brackets).
+    static func addressOverride(_ line: String) -> AddressOverride? {
+        let parts = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, !parts[0].isEmpty, let port = Int(parts[1]), !parts[2].isEmpty else { return nil }
+        let address = parts[2].trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let override = AddressOverride.resolve(String(parts[0]), port: port, to: address)
+        return override.isValid ? override : nil
+    }
+
+    /// The session's TLS, socket and protocol choices from the options.
+    func apply(to configuration: inout HTTPSessionConfiguration, host: String?) {
+        configuration.verifiesTLSCertificates = !insecure
+        if let cacert { configuration.tls.certificateAuthorityFile = URL(fileURLWithPath: cacert) }
+        if let cert {
+            let certificate = URL(fileURLWithPath: cert)
+            if ["p12", "pfx"].contains(certificate.pathExtension.lowercased()) {
+                configuration.tls.clientIdentity = .pkcs12(certificate, password: pass)
+            } else {
+                configuration.tls.clientIdentity = .pem(
+                    certificate: certificate, key: URL(fileURLWithPath: key ?? cert), password: pass)
+            }
+        }
+        if !pin.isEmpty, let host { configuration.tls.pinnedPublicKeys[host] = pin }
+        if let tlsMin { configuration.tls.minimumVersion = Self.tlsVersion(tlsMin) }
+        configuration.unixSocketPath = unixSocket
+        configuration.addressOverrides = resolve.compactMap(Self.addressOverride)
+        if http2 { configuration.httpVersion = .http2 }
     }
 
     func run() async throws {
@@ -84,7 +157,7 @@ struct CourierCommand: AsyncParsableCommand {
         var configuration = HTTPSessionConfiguration.ephemeral
         configuration.requestTimeout = .milliseconds(Int(timeout * 1000))
         configuration.followsRedirects = !noFollow
-        configuration.verifiesTLSCertificates = !insecure
+        apply(to: &configuration, host: URL(string: invocation.url)?.host)
         let api = HTTPSessionManager(configuration: configuration)
         if download {
             try await Downloader(api: api, invocation: invocation, output: output, resumes: `continue`).run()

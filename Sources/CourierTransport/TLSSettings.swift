@@ -108,8 +108,9 @@ public struct AddressOverride: Sendable, Hashable {
         return "\(host):\(port):\(toHost):\(toPort)"
     }
 
-    /// Characters that would let one override write another, or a bad line.
-    package var isWellFormed: Bool {
+    /// Whether the override names hosts without spaces or commas (which would make
+    /// libcurl read another override) and ports in 1...65535.
+    public var isValid: Bool {
         let parts: [String]
         switch kind {
         case .resolve(let host, let port, let address): parts = [host, address, String(port)]

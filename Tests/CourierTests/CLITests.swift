@@ -95,3 +95,51 @@ import Testing
         #expect(stats["ranges"] == ["bytes=120000-"])
     }
 }
+
+extension CLITests {
+    @Test func tlsOptionsTrustPinPresentAndLimit() async throws {
+        let servers = try await TestServers.tls()
+        let ca = servers.ca1.path
+        let valid = servers.url("valid").appendingPathComponent("tls").absoluteString
+        // Unknown CA without --cacert; trusted with it, and with a matching pin.
+        let untrusted = try Self.courier([valid])
+        #expect(untrusted.status == 1)
+        #expect(untrusted.stderr.contains("not signed by a trusted certificate authority"))
+        let pinned = try Self.courier(["--cacert", ca, "--pin", servers.pin("valid"), valid])
+        #expect(pinned.status == 0)
+        #expect(pinned.stdout.hasPrefix("TLSv1.3"))
+        let mismatch = try Self.courier(["--cacert", ca, "--pin", servers.pin("rotated"), valid])
+        #expect(mismatch.status == 1)
+        #expect(mismatch.stderr.contains("matches none of the pins"))
+        // A client certificate, PEM and PKCS#12.
+        let mtls = servers.url("mtls").appendingPathComponent("tls").absoluteString
+        let client = servers.client
+        let pem = try Self.courier(["--cacert", ca, "--cert", client.cert, "--key", client.key, mtls])
+        #expect(pem.stdout.contains("SUCCESS CN=courier-client"))
+        let p12 = try Self.courier(["--cacert", ca, "--cert", client.p12, "--pass", client.p12_password, mtls])
+        #expect(p12.stdout.contains("SUCCESS CN=courier-client"))
+        // A minimum version the server does not speak.
+        let old = servers.url("tls12").appendingPathComponent("tls").absoluteString
+        let refused = try Self.courier(["--cacert", ca, "--tls-min", "1.3", old])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("no TLS version in common"))
+        #expect(try Self.courier(["--tls-min", "1.1", old]).status == 64)  // a usage error
+    }
+
+    @Test func socketResolveAndHTTP2Options() async throws {
+        let servers = try await TestServers.tls()
+        let unix = try Self.courier(["--unix-socket", servers.socket, "http://localhost/tls"])
+        #expect(unix.stdout == "unix\n")
+        let port = servers.port("valid")
+        let resolved = try Self.courier([
+            "--cacert", servers.ca1.path, "--resolve", "api.courier.test:\(port):127.0.0.1",
+            "https://api.courier.test:\(port)/hello.txt",
+        ])
+        #expect(resolved.stdout == "hello\n")
+        let h2 = try Self.courier([
+            "--verbose", "--http2", "--cacert", servers.ca1.path, servers.url("valid").absoluteString + "hello.txt",
+        ])
+        #expect(h2.stdout.contains("HTTP/2 200"))
+        #expect(try Self.courier(["--resolve", "nonsense", "http://localhost/"]).status == 64)
+    }
+}

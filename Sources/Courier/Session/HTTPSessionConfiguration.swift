@@ -187,7 +187,7 @@ public struct HTTPSessionConfiguration: Sendable {
     /// What is wrong with the configuration, before any request is sent.
     func validate() throws(CourierError) {
         try tls.validate()
-        for override in addressOverrides where !override.isWellFormed {
+        for override in addressOverrides where !override.isValid {
             throw .invalidURL(.init(message: "The address override \(override) is not a host, a port and a target"))
         }
     }
