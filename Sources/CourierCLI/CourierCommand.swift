@@ -69,7 +69,9 @@ struct CourierCommand: AsyncParsableCommand {
 
     @Option(
         name: .long,
-        help: "A public-key pin for the URL's host: sha256//<base64 SHA-256 of the key's SubjectPublicKeyInfo>. Repeatable.")
+        help:
+            "A public-key pin for the URL's host: sha256//<base64 SHA-256 of the key's SubjectPublicKeyInfo>. Repeatable."
+    )
     var pin: [String] = []
 
     @Option(name: .long, help: "The oldest TLS version accepted: 1.2 or 1.3.")
