@@ -105,7 +105,8 @@ public struct AddressOverride: Sendable, Hashable {
     /// The line libcurl takes for `CURLOPT_CONNECT_TO`, if this is a connect override.
     package var connectLine: String? {
         guard case .connect(let host, let port, let toHost, let toPort) = kind else { return nil }
-        return "\(host):\(port):\(toHost):\(toPort)"
+        let written = toHost.contains(":") && !toHost.hasPrefix("[") ? "[\(toHost)]" : toHost
+        return "\(host):\(port):\(written):\(toPort)"
     }
 
     /// Whether the override names hosts without spaces or commas (which would make
