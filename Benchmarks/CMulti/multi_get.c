@@ -20,9 +20,26 @@
  *           and re-adds a keep-alive socket around each transfer, so this
  *           style pays several epoll_ctl calls per request)
  *
+ * HTTPS, chosen by two optional environment variables (unset: plain HTTP/1.1
+ * as above, nothing else changes):
+ *   CAINFO=PATH        CURLOPT_CAINFO: a PEM file of CAs to trust (the bench
+ *                      server's self-signed certificate)
+ *   HTTP_VERSION=1.1   HTTP/1.1 forced (CURL_HTTP_VERSION_1_1); every
+ *                      response must be HTTP/1.1 (CURLINFO_HTTP_VERSION)
+ *   HTTP_VERSION=2     HTTP/2 over TLS (CURL_HTTP_VERSION_2TLS, ALPN), the
+ *                      multi handle set to CURLPIPE_MULTIPLEX and every easy
+ *                      handle to CURLOPT_PIPEWAIT, so that transfers share
+ *                      connections rather than open one each (libcurl puts at
+ *                      most CURLMOPT_MAX_CONCURRENT_STREAMS, 100 by default,
+ *                      on one connection); every response must be HTTP/2
+ *
  * Prints one line on stdout, the format scripts/bench parses:
  *   RESULT client=c seconds=<s> requests=<n> maxrss_kb=<ru_maxrss>
- * Exits 1 on any failed transfer, wrong status or wrong length.
+ * followed, when HTTP_VERSION is set, by " http=<1.1|2> connections=<n>"
+ * (the version every response had; the connections libcurl opened,
+ * the sum of CURLINFO_NUM_CONNECTS).
+ * Exits 1 on any failed transfer, wrong status, wrong length or (with
+ * HTTP_VERSION) wrong HTTP version.
  *
  * Build: gcc -O2 -o multi_get multi_get.c -lcurl
  */
@@ -46,6 +63,8 @@ struct transfer {
 
 static long total, started, completed, failures;
 static size_t expected_bytes = 500;
+static long expected_version;      /* CURL_HTTP_VERSION_1_1 or _2_0 with HTTP_VERSION; 0: unchecked */
+static long connections;           /* sum of CURLINFO_NUM_CONNECTS, with HTTP_VERSION */
 static CURLM *multi;
 
 static void die(const char *what) {
@@ -95,6 +114,16 @@ static void reap(void) {
             fprintf(stderr, "multi_get: status %ld, %zu bytes (expected 200, %zu)\n", status, t->len,
                     expected_bytes);
             failures++;
+        } else if (expected_version) {
+            long version = 0, connects = 0;
+            curl_easy_getinfo(easy, CURLINFO_HTTP_VERSION, &version);
+            curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &connects);
+            connections += connects;
+            if (version != expected_version) {
+                fprintf(stderr, "multi_get: response over HTTP version code %ld (expected %ld)\n", version,
+                        expected_version);
+                failures++;
+            }
         }
         completed++;
         curl_multi_remove_handle(multi, easy);
@@ -208,12 +237,31 @@ int main(int argc, char **argv) {
     if (total <= 0 || concurrency <= 0) die("TOTAL and CONCURRENCY must be positive");
     if (strcmp(mode, "poll") != 0 && strcmp(mode, "socket") != 0) die("mode must be poll or socket");
     if (getenv("EXPECTED_BYTES")) expected_bytes = (size_t)atol(getenv("EXPECTED_BYTES"));
+    const char *cainfo = getenv("CAINFO");
+    if (cainfo && !*cainfo) cainfo = NULL;
+    const char *http_version = getenv("HTTP_VERSION");
+    long curl_version = CURL_HTTP_VERSION_1_1;
+    int multiplex = 0;
+    if (http_version && *http_version) {
+        if (strcmp(http_version, "1.1") == 0) {
+            expected_version = CURL_HTTP_VERSION_1_1;
+        } else if (strcmp(http_version, "2") == 0) {
+            curl_version = CURL_HTTP_VERSION_2TLS;
+            expected_version = CURL_HTTP_VERSION_2_0;
+            multiplex = 1;
+        } else {
+            die("HTTP_VERSION must be 1.1 or 2");
+        }
+    }
     if (concurrency > total) concurrency = total;
 
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) die("curl_global_init");
     multi = curl_multi_init();
     curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, concurrency);
     curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, concurrency);
+    /* A cap on connections, not on transfers: with PIPEWAIT, HTTP/2 transfers
+       wait for a connection that can multiplex rather than open their own. */
+    if (multiplex) curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
 
     struct transfer *slots = calloc((size_t)concurrency, sizeof *slots);
     if (!slots) die("out of memory");
@@ -224,7 +272,9 @@ int main(int argc, char **argv) {
         t->cap = 4096;
         t->buf = malloc(t->cap);
         curl_easy_setopt(t->easy, CURLOPT_URL, url);
-        curl_easy_setopt(t->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+        curl_easy_setopt(t->easy, CURLOPT_HTTP_VERSION, curl_version);
+        if (multiplex) curl_easy_setopt(t->easy, CURLOPT_PIPEWAIT, 1L);
+        if (cainfo) curl_easy_setopt(t->easy, CURLOPT_CAINFO, cainfo);
         curl_easy_setopt(t->easy, CURLOPT_WRITEFUNCTION, on_write);
         curl_easy_setopt(t->easy, CURLOPT_WRITEDATA, t);
         curl_easy_setopt(t->easy, CURLOPT_PRIVATE, t);
@@ -248,7 +298,9 @@ int main(int argc, char **argv) {
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);
     long ok = completed - failures;
-    printf("RESULT client=c seconds=%.4f requests=%ld maxrss_kb=%ld\n", seconds, ok, usage.ru_maxrss);
+    printf("RESULT client=c seconds=%.4f requests=%ld maxrss_kb=%ld", seconds, ok, usage.ru_maxrss);
+    if (expected_version) printf(" http=%s connections=%ld", http_version, connections);
+    printf("\n");
     fflush(stdout);
 
     for (long i = 0; i < concurrency; i++) {

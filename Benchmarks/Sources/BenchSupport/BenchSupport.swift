@@ -52,6 +52,42 @@ public struct BenchOptions: ParsableArguments, Sendable {
     }
 }
 
+/// The HTTP version a client is told to use (`--http-version`), which every
+/// response must then have: the https and h2 rows of scripts/bench.
+public enum BenchHTTPVersion: String, CaseIterable, ExpressibleByArgument, Sendable {
+    /// HTTP/1.1 forced, also over TLS (no ALPN h2).
+    case http1_1 = "1.1"
+    /// HTTP/2 over TLS, negotiated with ALPN.
+    case http2 = "2"
+}
+
+/// Options of the HTTPS rows: `--ca-file PEM` and `--http-version 1.1|2`.
+/// Neither given: the client behaves as in the plain-HTTP small row.
+public struct TLSOptions: ParsableArguments, Sendable {
+    /// A PEM file of CA certificates to trust.
+    @Option(help: "A PEM file of CA certificates to trust (the bench server's self-signed certificate).")
+    public var caFile: String?
+
+    /// The HTTP version to use and to find in every response.
+    @Option(
+        help: """
+            HTTP version: 1.1 (forced) or 2 (over TLS, ALPN); every response must have it. \
+            Default: the client's plain-HTTP setting, unchecked.
+            """)
+    public var httpVersion: BenchHTTPVersion?
+
+    /// Creates the options with their defaults (ArgumentParser fills them in).
+    public init() {}
+}
+
+/// Checks the HTTP version of one response, as its client reports it
+/// ("1.1", "2"), when a version was asked for.
+@inline(__always)
+public func check(httpVersion: String, expected: BenchHTTPVersion?, request n: Int) throws {
+    guard let expected, httpVersion != expected.rawValue else { return }
+    throw BenchFailure("request \(n): HTTP version '\(httpVersion)', expected \(expected.rawValue)")
+}
+
 /// The workload a client runs (`--mode`): the small GETs, or one of the
 /// large-transfer rows of Documentation/Benchmarks.md, each a single transfer of the large
 /// fixture file (requests=1 in the RESULT line).
@@ -188,10 +224,14 @@ public func runWorkers(
 
 /// Prints the one machine-readable line that scripts/bench parses; `bytes`
 /// (the body bytes moved, for the large-transfer rows) is appended when given.
-public func printResult(client: String, seconds: Double, requests: Int, bytes: Int? = nil) {
+/// With `httpVersion` (every response checked to have it), ` http=1.1|2` follows.
+public func printResult(
+    client: String, seconds: Double, requests: Int, bytes: Int? = nil, httpVersion: BenchHTTPVersion? = nil
+) {
     var line =
         "RESULT client=\(client) seconds=\(String(format: "%.4f", seconds)) requests=\(requests) maxrss_kb=\(maxRSSKilobytes())"
     if let bytes { line += " bytes=\(bytes)" }
+    if let httpVersion { line += " http=\(httpVersion.rawValue)" }
     FileHandle.standardOutput.write(Data((line + "\n").utf8))  // unbuffered
 }
 

@@ -8,6 +8,13 @@
 //                   (`response.body`, an async sequence of ByteBuffer) and
 //                   each chunk discarded; status 200 and --expected-bytes in
 //                   all are checked.
+//
+// Over https (the https and h2 rows of scripts/bench), --ca-file is the one
+// trusted root (NIOSSL TLSConfiguration.trustRoots = .file) and
+// --http-version picks the version: 1.1 keeps .http1Only and the connection
+// pool of the plain-HTTP row; 2 uses the default configuration
+// (.automatic: h2 through ALPN, default connection pool). With it, each
+// response's version must be that version.
 
 import ArgumentParser
 import AsyncHTTPClient
@@ -15,6 +22,7 @@ import BenchSupport
 import Foundation
 import NIOCore
 import NIOFoundationCompat
+import NIOSSL
 
 @main
 struct BenchAHC: AsyncParsableCommand {
@@ -25,19 +33,35 @@ struct BenchAHC: AsyncParsableCommand {
 
     @OptionGroup var options: BenchOptions
     @OptionGroup var transfer: TransferOptions
+    @OptionGroup var tls: TLSOptions
 
     func validate() throws {
         try transfer.validate(supported: [.small, .streamDiscard])
+        if tls.httpVersion != nil || tls.caFile != nil {
+            guard transfer.mode == .small else {
+                throw ValidationError("--ca-file and --http-version are for --mode small")
+            }
+        }
+        if tls.httpVersion != nil, options.decode {
+            throw ValidationError("--http-version checks each response's version: not with --decode")
+        }
     }
 
     func run() async throws {
         let options = self.options
         var configuration = HTTPClient.Configuration()
-        configuration.httpVersion = .http1Only
-        configuration.connectionPool = .init(
-            idleTimeout: .seconds(65),
-            concurrentHTTP1ConnectionsPerHostSoftLimit: transfer.mode == .small ? options.concurrency : 1
-        )
+        if tls.httpVersion != .http2 {
+            configuration.httpVersion = .http1Only
+            configuration.connectionPool = .init(
+                idleTimeout: .seconds(65),
+                concurrentHTTP1ConnectionsPerHostSoftLimit: transfer.mode == .small ? options.concurrency : 1
+            )
+        }
+        if let caFile = tls.caFile {
+            var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
+            tlsConfiguration.trustRoots = .file(caFile)
+            configuration.tlsConfiguration = tlsConfiguration
+        }
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         do {
             switch transfer.mode {
@@ -57,10 +81,17 @@ struct BenchAHC: AsyncParsableCommand {
         let url = options.url
         let expected = options.expectedBytes
         let decode = options.decode
+        let httpVersion = tls.httpVersion
         let result = try await runWorkers(total: options.total, concurrency: options.concurrency) { n in
             let request = HTTPClientRequest(url: url)
             let response = try await client.execute(request, timeout: .seconds(30))
             let body = try await response.body.collect(upTo: 1 << 20)
+            if httpVersion != nil {
+                let version = response.version
+                try check(
+                    httpVersion: version.major == 2 ? "2" : "\(version.major).\(version.minor)",
+                    expected: httpVersion, request: n)
+            }
             if decode {
                 guard response.status == .ok else {
                     throw BenchFailure("request \(n): status \(response.status.code), expected 200")
@@ -73,7 +104,9 @@ struct BenchAHC: AsyncParsableCommand {
                     expected: expected, request: n)
             }
         }
-        printResult(client: decode ? "ahc-decode" : "ahc", seconds: result.seconds, requests: result.requests)
+        printResult(
+            client: decode ? "ahc-decode" : "ahc", seconds: result.seconds, requests: result.requests,
+            httpVersion: httpVersion)
     }
 
     func streamDiscard(client: HTTPClient, options: BenchOptions) async throws {

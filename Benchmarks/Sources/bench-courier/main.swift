@@ -13,6 +13,12 @@
 //   multipart-file  POST of --file as the one part `file` of a
 //                   multipart/form-data body to --url.
 //
+// Over https (the https and h2 rows), --ca-file is trusted beside the system's
+// CAs (configuration.tls.certificateAuthorityFile) and --http-version picks
+// the version: 1.1 sets configuration.httpVersion = .http1_1, 2 keeps the
+// default (.http2OverTLS) and the default maximumConnectionsPerHost (6); with
+// it, each response's metrics.httpVersion must be that version.
+//
 // The manager's base URL is --url without its last path component(s), and the
 // request path is the rest, so the call reads as an API client would write it:
 // api.GET("small.json", ...), api.downloadTask("big.bin", ...),
@@ -33,6 +39,7 @@ struct BenchCourier: AsyncParsableCommand {
 
     @OptionGroup var options: BenchOptions
     @OptionGroup var transfer: TransferOptions
+    @OptionGroup var tls: TLSOptions
 
     @Option(help: "Session configuration of the small mode: default or ephemeral.")
     var session: String = "default"
@@ -48,6 +55,14 @@ struct BenchCourier: AsyncParsableCommand {
             throw ValidationError("--session must be default or ephemeral")
         }
         try transfer.validate(supported: BenchMode.allCases)
+        if tls.httpVersion != nil || tls.caFile != nil {
+            guard transfer.mode == .small else {
+                throw ValidationError("--ca-file and --http-version are for --mode small")
+            }
+        }
+        if tls.httpVersion != nil, options.decode {
+            throw ValidationError("--http-version checks each response's version: not with --decode")
+        }
     }
 
     func run() async throws {
@@ -64,12 +79,20 @@ struct BenchCourier: AsyncParsableCommand {
         let baseURL = url.deletingLastPathComponent()
         let api = await makeManager(
             baseURL: baseURL, ephemeral: session == "ephemeral", concurrency: options.concurrency,
-            monitors: slowMonitor ? [SleepingMonitor()] : fastMonitor ? [QuickMonitor()] : [])
+            monitors: slowMonitor ? [SleepingMonitor()] : fastMonitor ? [QuickMonitor()] : [],
+            caFile: tls.caFile, httpVersion: tls.httpVersion)
         let expected = options.expectedBytes
         let decode = options.decode
+        let httpVersion = tls.httpVersion
 
         let result = try await runWorkers(total: options.total, concurrency: options.concurrency) { n in
-            if decode {
+            if let httpVersion {
+                // The whole response, for its metrics: GET(_:serializer:) is this call's `.value`.
+                let response = try await api.request(.get, path, serializer: DataResponseSerializer())
+                try check(
+                    status: Int(response.status.code), bodyCount: response.data.count, expected: expected, request: n)
+                try check(httpVersion: response.metrics.httpVersion, expected: httpVersion, request: n)
+            } else if decode {
                 let value: Small = try await api.GET(path, as: Small.self)
                 guard value.id > 0 else { throw BenchFailure("request \(n): unexpected body") }
             } else {
@@ -82,7 +105,9 @@ struct BenchCourier: AsyncParsableCommand {
         let client =
             slowMonitor
             ? "courier-slow-monitor" : fastMonitor ? "courier-monitor" : decode ? "courier-decode" : "courier"
-        printResult(client: client, seconds: result.seconds, requests: result.requests)
+        printResult(
+            client: client, seconds: result.seconds, requests: result.requests,
+            httpVersion: httpVersion)
     }
 
     /// One transfer of the large file; the base URL is the server's root.
@@ -137,11 +162,20 @@ struct BenchCourier: AsyncParsableCommand {
 
 @HTTPSessionActor
 func makeManager(
-    baseURL: URL, ephemeral: Bool, concurrency: Int, monitors: [any EventMonitor] = []
+    baseURL: URL, ephemeral: Bool, concurrency: Int, monitors: [any EventMonitor] = [],
+    caFile: String? = nil, httpVersion: BenchHTTPVersion? = nil
 ) -> HTTPSessionManager {
     var configuration: HTTPSessionConfiguration = ephemeral ? .ephemeral : .default
-    configuration.maximumConnectionsPerHost = concurrency
+    // HTTP/2 keeps the default connection limit (the row measures default
+    // settings); HTTP/1.1 needs one connection per request in flight.
+    if httpVersion != .http2 { configuration.maximumConnectionsPerHost = concurrency }
     configuration.eventMonitors = monitors
+    if let caFile { configuration.tls.certificateAuthorityFile = URL(fileURLWithPath: caFile) }
+    switch httpVersion {
+    case .http1_1: configuration.httpVersion = .http1_1
+    case .http2: configuration.httpVersion = .http2OverTLS  // the default
+    case nil: break
+    }
     return HTTPSessionManager(baseURL: baseURL, configuration: configuration)
 }
 
