@@ -221,7 +221,7 @@ package final class RequestPipeline: Sendable {
     ) async throws -> RawResponse {
         let body = prepared.body
         var adapted = adapted
-        if let hsts, adapted.scheme == "http", let url = adapted.url, let upgraded = hsts.upgrade(url) {
+        if let hsts, !hsts.isEmpty, adapted.scheme == "http", let url = adapted.url, let upgraded = hsts.upgrade(url) {
             adapted.url = upgraded
         }
         let urlString = try RequestBuilding.urlString(of: adapted)

@@ -35,6 +35,10 @@ package final class HSTSStore: Sendable {
         populated.store(!loaded.isEmpty, ordering: .relaxed)
     }
 
+    /// Whether the store knows no host: one atomic load, so callers can skip building a URL
+    /// for ``upgrade(_:)`` on the common path.
+    package var isEmpty: Bool { !populated.load(ordering: .relaxed) }
+
     /// `url` with https instead of http (and port 443 for an explicit 80; another explicit port
     /// stays, as RFC 6797 section 8.3 says) when its host is known; nil otherwise.
     package func upgrade(_ url: URL) -> URL? {
