@@ -1,4 +1,5 @@
-"""Shared plumbing for the test-peer launchers (serve_httpbin.py, serve_nginx.py).
+"""Shared plumbing for the test-peer launchers (serve_httpbin.py, serve_nginx.py,
+serve_tls.py).
 
 Python 3.11 standard library only.  A launcher starts a server as a child in
 its own process group, waits until it answers, prints one ``READY ...`` line
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -26,6 +28,22 @@ PR_SET_PDEATHSIG = 1
 def fail(message: str, code: int = 1) -> "None":
     print(f"{os.path.basename(sys.argv[0])}: {message}", file=sys.stderr, flush=True)
     sys.exit(code)
+
+
+def nofile_limit(cap: int) -> int:
+    """Open files to ask nginx for (worker_rlimit_nofile): `cap`, but not above
+    the hard limit, since even root may lack CAP_SYS_RESOURCE (containers)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return cap if hard == resource.RLIM_INFINITY else min(hard, cap)
+
+
+def error_log_tail(directory: str, lines: int = 20) -> str:
+    """The last lines of `directory`/error.log (nginx's), or "" if unreadable."""
+    try:
+        with open(os.path.join(directory, "error.log")) as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError:
+        return ""
 
 
 def free_port() -> int:

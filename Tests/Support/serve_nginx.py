@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import os
-import resource
 import shutil
 import socket
 import ssl
@@ -75,15 +74,9 @@ def make_certificate(tmp: str) -> tuple[str, str]:
     return cert, key
 
 
-def nofile_limit() -> int:
-    # Not above the hard limit: even root may lack CAP_SYS_RESOURCE (containers).
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
-
-
 def write_config(tmp: str, root: str, http_port: int, https_port: int,
                  cert: str, key: str) -> str:
-    nofile = nofile_limit()
+    nofile = peerlib.nofile_limit(65536)
     connections = max(1024, min(16384, nofile // 2))
     types = f"include {MIME_TYPES};" if os.path.exists(MIME_TYPES) else """types {
         text/html html htm; text/plain txt; application/json json;
@@ -189,14 +182,6 @@ def https_answers(port: int, cert: str) -> bool:
         return False
 
 
-def error_log_tail(tmp: str) -> str:
-    try:
-        with open(os.path.join(tmp, "error.log")) as f:
-            return "".join(f.readlines()[-20:])
-    except OSError:
-        return ""
-
-
 def start(nginx: str, tmp: str, root: str, cert: str, key: str):
     """Start nginx; returns (child, http_port, https_port), or None if it died early."""
     http_port = peerlib.free_port()
@@ -216,7 +201,7 @@ def start(nginx: str, tmp: str, root: str, cert: str, key: str):
         time.sleep(0.05)
     child.stop()
     peerlib.fail(f"nginx did not answer on 127.0.0.1:{http_port}/{https_port} within "
-                 f"{STARTUP_TIMEOUT:.0f} s\n{error_log_tail(tmp)}")
+                 f"{STARTUP_TIMEOUT:.0f} s\n{peerlib.error_log_tail(tmp)}")
     return None
 
 
@@ -250,7 +235,7 @@ def main() -> int:
                     child, http_port, https_port = started
                     break
                 print(f"serve_nginx.py: nginx exited during startup (attempt {attempt + 1})\n"
-                      f"{error_log_tail(tmp)}", file=sys.stderr, flush=True)
+                      f"{peerlib.error_log_tail(tmp)}", file=sys.stderr, flush=True)
             if child is None:
                 peerlib.fail("nginx kept exiting during startup; see its messages above")
         except peerlib.Stop:

@@ -29,7 +29,6 @@ import hashlib
 import http.client
 import json
 import os
-import resource
 import secrets
 import shutil
 import socket
@@ -267,11 +266,6 @@ def make_root(tmp: str) -> str:
 # ---------------------------------------------------------------------------
 # nginx
 
-def nofile_limit() -> int:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return 4096 if hard == resource.RLIM_INFINITY else min(hard, 4096)
-
-
 def check_nginx(nginx: str) -> None:
     if not os.access(nginx, os.X_OK):
         peerlib.fail(f"{nginx} not found or not executable (apt-get install nginx)")
@@ -320,7 +314,7 @@ def server_block(name: str, port: int, root: str, pki: dict) -> str:
 
 
 def write_config(tmp: str, root: str, ports: dict[str, int], sock: str, pki: dict) -> str:
-    nofile = nofile_limit()
+    nofile = peerlib.nofile_limit(4096)
     types = f"include {MIME_TYPES};" if os.path.exists(MIME_TYPES) else """types {
         text/html html htm; text/plain txt; application/json json;
         application/octet-stream bin;
@@ -448,14 +442,6 @@ def answers(name: str, port: int) -> bool:
     return _answers(http.client.HTTPSConnection("127.0.0.1", port, timeout=2, context=ctx))
 
 
-def error_log_tail(tmp: str) -> str:
-    try:
-        with open(os.path.join(tmp, "error.log")) as f:
-            return "".join(f.readlines()[-20:])
-    except OSError:
-        return ""
-
-
 def free_ports(n: int) -> list[int]:
     ports: list[int] = []
     while len(ports) < n:
@@ -491,7 +477,7 @@ def start(nginx: str, tmp: str, root: str, sock: str, pki: dict):
         time.sleep(0.05)
     child.stop()
     peerlib.fail(f"nginx did not answer within {STARTUP_TIMEOUT:.0f} s on: "
-                 f"{', '.join(sorted(pending))}\n{error_log_tail(tmp)}")
+                 f"{', '.join(sorted(pending))}\n{peerlib.error_log_tail(tmp)}")
     return None
 
 
@@ -550,7 +536,7 @@ def main() -> int:
                     child, ports = started
                     break
                 print(f"serve_tls.py: nginx exited during startup (attempt {attempt + 1})\n"
-                      f"{error_log_tail(tmp)}", file=sys.stderr, flush=True)
+                      f"{peerlib.error_log_tail(tmp)}", file=sys.stderr, flush=True)
             if child is None:
                 peerlib.fail("nginx kept exiting during startup; see its messages above")
             info = write_info(tmp, root, sock, ports, pki)
