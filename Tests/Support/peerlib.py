@@ -46,6 +46,42 @@ def error_log_tail(directory: str, lines: int = 20) -> str:
         return ""
 
 
+def start_nginx(nginx: str, tmp: str, conf: str, started: list["ChildGroup"],
+                answers: Callable[[], bool], timeout: float,
+                waiting_for: Callable[[], str]) -> "ChildGroup | None":
+    """Starts nginx with `conf` (prefix and error.log in `tmp`), appends it to
+    `started`, and polls `answers()` until it holds: returns the child then,
+    or None if nginx exited first (ports taken, say: the caller may try again
+    on others).  Fails, with nginx's last error lines, when `timeout` seconds
+    pass; `waiting_for()` says what did not answer."""
+    child = ChildGroup([nginx, "-p", tmp, "-c", conf, "-e", os.path.join(tmp, "error.log")])
+    started.append(child)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not child.alive():
+            child.stop()
+            return None
+        if answers():
+            return child
+        time.sleep(0.05)
+    child.stop()
+    fail(f"nginx did not answer within {timeout:.0f} s: {waiting_for()}\n{error_log_tail(tmp)}")
+    return None
+
+
+def start_attempts(name: str, attempts: int, tmp: str, start: Callable[[], object]) -> object:
+    """Calls `start()` (which returns None when nginx exited during startup) up
+    to `attempts` times, each on fresh ports; returns its first other result."""
+    for attempt in range(attempts):
+        result = start()
+        if result is not None:
+            return result
+        print(f"{name}: nginx exited during startup (attempt {attempt + 1})\n"
+              f"{error_log_tail(tmp)}", file=sys.stderr, flush=True)
+    fail("nginx kept exiting during startup; see its messages above")
+    return None
+
+
 def free_port() -> int:
     """A loopback TCP port that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

@@ -30,7 +30,6 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peerlib  # noqa: E402
@@ -189,20 +188,10 @@ def start(nginx: str, tmp: str, root: str, cert: str, key: str):
     while https_port == http_port:
         https_port = peerlib.free_port()
     conf = write_config(tmp, root, http_port, https_port, cert, key)
-    child = peerlib.ChildGroup([nginx, "-p", tmp, "-c", conf, "-e", os.path.join(tmp, "error.log")])
-    STARTED.append(child)
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    while time.monotonic() < deadline:
-        if not child.alive():
-            child.stop()
-            return None
-        if http_answers(http_port) and https_answers(https_port, cert):
-            return child, http_port, https_port
-        time.sleep(0.05)
-    child.stop()
-    peerlib.fail(f"nginx did not answer on 127.0.0.1:{http_port}/{https_port} within "
-                 f"{STARTUP_TIMEOUT:.0f} s\n{peerlib.error_log_tail(tmp)}")
-    return None
+    child = peerlib.start_nginx(
+        nginx, tmp, conf, STARTED, lambda: http_answers(http_port) and https_answers(https_port, cert),
+        STARTUP_TIMEOUT, lambda: f"127.0.0.1:{http_port}/{https_port}")
+    return None if child is None else (child, http_port, https_port)
 
 
 def main() -> int:
@@ -225,19 +214,11 @@ def main() -> int:
     def cleanup() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    child = None
     try:
         try:
             cert, key = make_certificate(tmp)
-            for attempt in range(ATTEMPTS):
-                started = start(args.nginx, tmp, root, cert, key)
-                if started is not None:
-                    child, http_port, https_port = started
-                    break
-                print(f"serve_nginx.py: nginx exited during startup (attempt {attempt + 1})\n"
-                      f"{peerlib.error_log_tail(tmp)}", file=sys.stderr, flush=True)
-            if child is None:
-                peerlib.fail("nginx kept exiting during startup; see its messages above")
+            child, http_port, https_port = peerlib.start_attempts(
+                "serve_nginx.py", ATTEMPTS, tmp, lambda: start(args.nginx, tmp, root, cert, key))
         except peerlib.Stop:
             peerlib.shutdown(STARTED, cleanup)
             return 0

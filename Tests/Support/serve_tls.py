@@ -36,7 +36,6 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peerlib  # noqa: E402
@@ -457,14 +456,9 @@ def start(nginx: str, tmp: str, root: str, sock: str, pki: dict):
     if os.path.exists(sock):
         os.unlink(sock)  # left by an attempt that died
     conf = write_config(tmp, root, ports, sock, pki)
-    child = peerlib.ChildGroup([nginx, "-p", tmp, "-c", conf, "-e", os.path.join(tmp, "error.log")])
-    STARTED.append(child)
     pending = set(SERVERS) | {"unix"}
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    while time.monotonic() < deadline:
-        if not child.alive():
-            child.stop()
-            return None
+
+    def all_answer() -> bool:
         for name in sorted(pending):
             if name == "unix":
                 ok = _answers(UnixHTTPConnection(sock, timeout=2))
@@ -472,13 +466,11 @@ def start(nginx: str, tmp: str, root: str, sock: str, pki: dict):
                 ok = answers(name, ports[name])
             if ok:
                 pending.discard(name)
-        if not pending:
-            return child, ports
-        time.sleep(0.05)
-    child.stop()
-    peerlib.fail(f"nginx did not answer within {STARTUP_TIMEOUT:.0f} s on: "
-                 f"{', '.join(sorted(pending))}\n{peerlib.error_log_tail(tmp)}")
-    return None
+        return not pending
+
+    child = peerlib.start_nginx(nginx, tmp, conf, STARTED, all_answer, STARTUP_TIMEOUT,
+                                lambda: ", ".join(sorted(pending)))
+    return None if child is None else (child, ports)
 
 
 def write_info(tmp: str, root: str, sock: str, ports: dict[str, int], pki: dict) -> str:
@@ -518,7 +510,6 @@ def main() -> int:
         for d in dirs:
             shutil.rmtree(d, ignore_errors=True)
 
-    child = None
     try:
         try:
             dirs.append(tempfile.mkdtemp(prefix="courier-tls-"))
@@ -530,15 +521,8 @@ def main() -> int:
                 sock = os.path.join(short, "courier.sock")
             pki = make_pki(tmp)
             root = make_root(tmp)
-            for attempt in range(ATTEMPTS):
-                started = start(args.nginx, tmp, root, sock, pki)
-                if started is not None:
-                    child, ports = started
-                    break
-                print(f"serve_tls.py: nginx exited during startup (attempt {attempt + 1})\n"
-                      f"{peerlib.error_log_tail(tmp)}", file=sys.stderr, flush=True)
-            if child is None:
-                peerlib.fail("nginx kept exiting during startup; see its messages above")
+            child, ports = peerlib.start_attempts(
+                "serve_tls.py", ATTEMPTS, tmp, lambda: start(args.nginx, tmp, root, sock, pki))
             info = write_info(tmp, root, sock, ports, pki)
         except peerlib.Stop:
             peerlib.shutdown(STARTED, cleanup)
