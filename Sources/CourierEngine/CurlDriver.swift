@@ -482,7 +482,7 @@ package final class CurlDriver: @unchecked Sendable {
             transfer.earlierHopsDuration += TransferOutcome.totalTime(easy)
             curl_multi_remove_handle(multi, easy)
             // The next hop may change method and body: start from libcurl's defaults.
-            curl_easy_reset(easy)
+            EasyHandlePool.reset(easy)
             transfer.handleIsClean = false
             transfer.current = next
             transfer.prepared = PreparedHop(next)

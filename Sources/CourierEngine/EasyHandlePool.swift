@@ -27,15 +27,26 @@ struct EasyHandlePool {
         let wantsCookies = transfer.current.options.handlesCookies
         if let index = dirty.lastIndex(where: { wantsCookies || !$0.sharesCookies }) {
             let handle = dirty.remove(at: index).handle
-            curl_easy_reset(handle)
+            Self.reset(handle)
             return handle
         }
         if let index = clean.lastIndex(where: { wantsCookies || !$0.options.handlesCookies }) {
             let handle = clean.remove(at: index).handle
-            curl_easy_reset(handle)
+            Self.reset(handle)
             return handle
         }
         return curl_easy_init()!
+    }
+
+    /// `curl_easy_reset`, without libcurl 7.88's leak: setting `CURLOPT_COOKIEFILE` queues a
+    /// list node that only the start of a transfer frees, and a reset before then loses it
+    /// (curl/curl#10709, fixed in 8.0). That happens to a handle whose transfer was
+    /// configured and then cancelled or refused before libcurl started it. Clearing the
+    /// option frees the list; for a handle in the cookie share it drops only the handle's
+    /// link to the shared jar, which `CookieEngine.attach` sets again.
+    static func reset(_ handle: UnsafeMutableRawPointer) {
+        courier_easy_setopt_string(handle, CURLOPT_COOKIEFILE, nil)
+        curl_easy_reset(handle)
     }
 
     mutating func giveBack(_ handle: UnsafeMutableRawPointer, after transfer: Transfer) {
