@@ -24,6 +24,10 @@
  * as above, nothing else changes):
  *   CAINFO=PATH        CURLOPT_CAINFO: a PEM file of CAs to trust (the bench
  *                      server's self-signed certificate)
+ *   CAPATH_NONE=1      CURLOPT_CAPATH NULL: no CA directory (libcurl's
+ *                      built-in one stays set otherwise), so that libcurl
+ *                      keeps the parsed CAINFO store for new connections
+ *                      (CURLOPT_CA_CACHE_TIMEOUT) instead of parsing it again
  *   HTTP_VERSION=1.1   HTTP/1.1 forced (CURL_HTTP_VERSION_1_1); every
  *                      response must be HTTP/1.1 (CURLINFO_HTTP_VERSION)
  *   HTTP_VERSION=2     HTTP/2 over TLS (CURL_HTTP_VERSION_2TLS, ALPN), the
@@ -239,6 +243,8 @@ int main(int argc, char **argv) {
     if (getenv("EXPECTED_BYTES")) expected_bytes = (size_t)atol(getenv("EXPECTED_BYTES"));
     const char *cainfo = getenv("CAINFO");
     if (cainfo && !*cainfo) cainfo = NULL;
+    const char *capath_none = getenv("CAPATH_NONE");
+    int no_capath = capath_none && strcmp(capath_none, "1") == 0;
     const char *http_version = getenv("HTTP_VERSION");
     long curl_version = CURL_HTTP_VERSION_1_1;
     int multiplex = 0;
@@ -275,6 +281,7 @@ int main(int argc, char **argv) {
         curl_easy_setopt(t->easy, CURLOPT_HTTP_VERSION, curl_version);
         if (multiplex) curl_easy_setopt(t->easy, CURLOPT_PIPEWAIT, 1L);
         if (cainfo) curl_easy_setopt(t->easy, CURLOPT_CAINFO, cainfo);
+        if (no_capath) curl_easy_setopt(t->easy, CURLOPT_CAPATH, NULL);
         curl_easy_setopt(t->easy, CURLOPT_WRITEFUNCTION, on_write);
         curl_easy_setopt(t->easy, CURLOPT_WRITEDATA, t);
         curl_easy_setopt(t->easy, CURLOPT_PRIVATE, t);

@@ -19,4 +19,23 @@ package enum CurlRuntime {
     /// The content encodings libcurl decodes, as it lists them in `Accept-Encoding`
     /// (`deflate, gzip, br, zstd` for Debian's); empty when none.
     static let contentEncodings = String(cString: courier_content_encodings())
+
+    /// libcurl's built-in CA bundle file (`CURLINFO_CAINFO`, e.g.
+    /// `/etc/ssl/certs/ca-certificates.crt`) when it exists; nil otherwise.
+    ///
+    /// With the system's trust and nothing else, Courier sets this file and no CA directory.
+    /// libcurl keeps the parsed CA store of a file for a multi handle's connections
+    /// (`CURLOPT_CA_CACHE_TIMEOUT`, 24 hours by default) only while no directory is set; with
+    /// its built-in directory also set, it parses the whole bundle again for every new
+    /// connection (about 20 ms of CPU for Debian's). The directory adds nothing on systems that
+    /// build it from the same certificates as the bundle (Debian's `update-ca-certificates`).
+    package static let systemCAFile: String? = {
+        _ = initialized
+        guard let easy = curl_easy_init() else { return nil }
+        defer { curl_easy_cleanup(easy) }
+        var value: UnsafePointer<CChar>?
+        guard courier_easy_getinfo_string(easy, CURLINFO_CAINFO, &value) == CURLE_OK, let value else { return nil }
+        let path = String(cString: value)
+        return FileManager.default.isReadableFile(atPath: path) ? path : nil
+    }()
 }

@@ -120,7 +120,9 @@ extension Transfer {
         }
         if let path = options.caDirectoryPath {
             courier_easy_setopt_string(easy, CURLOPT_CAPATH, path)
-        } else if !options.trustsSystemCAs {
+        } else if !options.trustsSystemCAs || (options.caFilePath == nil && CurlRuntime.systemCAFile != nil) {
+            // Only the system's trust: its bundle file alone, so that libcurl parses it once per
+            // session rather than once per connection (see `CurlRuntime.systemCAFile`).
             courier_easy_setopt_pointer(easy, CURLOPT_CAPATH, nil)
         }
         if options.tlsMinimum != nil || options.tlsMaximum != nil {

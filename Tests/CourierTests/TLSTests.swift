@@ -3,6 +3,7 @@ import HTTPTypes
 import Testing
 
 @testable import Courier
+@testable import CourierEngine
 
 /// TLS, HSTS, Unix sockets, address overrides and HTTP/2, against nginx with a PKI made for
 /// the run (`Tests/Support/serve_tls.py`: a CA, a valid server certificate, an expired one,
@@ -55,6 +56,22 @@ import Testing
     }
 
     // MARK: Trust
+
+    /// With only the system's trust, libcurl gets the system's bundle file and no CA directory
+    /// (which would make it parse the bundle again for every new connection), and still
+    /// refuses a CA that is not in the bundle, on every new connection.
+    @Test func theSystemsTrustIsItsBundleFileAlone() async throws {
+        let debianBundle = "/etc/ssl/certs/ca-certificates.crt"
+        if FileManager.default.isReadableFile(atPath: debianBundle) {
+            #expect(CurlRuntime.systemCAFile == debianBundle)
+        }
+        let servers = try await TestServers.tls()
+        let api = Self.manager()
+        for _ in 0..<3 {
+            let message = await Self.tlsMessage { _ = try await Self.text(api, Self.hello(servers, "valid")) }
+            #expect(message?.contains("not signed by a trusted certificate authority") == true)
+        }
+    }
 
     @Test func theTestCAIsTrustedOnlyWhenConfigured() async throws {
         let servers = try await TestServers.tls()

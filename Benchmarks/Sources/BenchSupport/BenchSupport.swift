@@ -68,6 +68,11 @@ public struct TLSOptions: ParsableArguments, Sendable {
     @Option(help: "A PEM file of CA certificates to trust (the bench server's self-signed certificate).")
     public var caFile: String?
 
+    /// A PEM bundle of CA certificates to trust instead of the system's (bench-courier:
+    /// `tls.certificateAuthorityBundle`; the https-new row).
+    @Option(help: "A PEM bundle of CAs to trust instead of the system's (bench-courier only).")
+    public var caBundle: String?
+
     /// The HTTP version to use and to find in every response.
     @Option(
         help: """

@@ -37,6 +37,7 @@ struct BenchAHC: AsyncParsableCommand {
 
     func validate() throws {
         try transfer.validate(supported: [.small, .streamDiscard])
+        if tls.caBundle != nil { throw ValidationError("--ca-bundle is bench-courier's; use --ca-file") }
         if tls.httpVersion != nil || tls.caFile != nil {
             guard transfer.mode == .small else {
                 throw ValidationError("--ca-file and --http-version are for --mode small")

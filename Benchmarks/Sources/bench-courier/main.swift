@@ -14,7 +14,8 @@
 //                   multipart/form-data body to --url.
 //
 // Over https (the https and h2 rows), --ca-file is trusted beside the system's
-// CAs (configuration.tls.certificateAuthorityFile) and --http-version picks
+// CAs (configuration.tls.certificateAuthorityFile); --ca-bundle (the https-new
+// row) instead of them (configuration.certificateAuthorityBundle) and --http-version picks
 // the version: 1.1 sets configuration.httpVersion = .http1_1, 2 keeps the
 // default (.http2OverTLS) and the default maximumConnectionsPerHost (6); with
 // it, each response's metrics.httpVersion must be that version.
@@ -55,7 +56,7 @@ struct BenchCourier: AsyncParsableCommand {
             throw ValidationError("--session must be default or ephemeral")
         }
         try transfer.validate(supported: BenchMode.allCases)
-        if tls.httpVersion != nil || tls.caFile != nil {
+        if tls.httpVersion != nil || tls.caFile != nil || tls.caBundle != nil {
             guard transfer.mode == .small else {
                 throw ValidationError("--ca-file and --http-version are for --mode small")
             }
@@ -80,7 +81,7 @@ struct BenchCourier: AsyncParsableCommand {
         let api = await makeManager(
             baseURL: baseURL, ephemeral: session == "ephemeral", concurrency: options.concurrency,
             monitors: slowMonitor ? [SleepingMonitor()] : fastMonitor ? [QuickMonitor()] : [],
-            caFile: tls.caFile, httpVersion: tls.httpVersion)
+            caFile: tls.caFile, caBundle: tls.caBundle, httpVersion: tls.httpVersion)
         let expected = options.expectedBytes
         let decode = options.decode
         let httpVersion = tls.httpVersion
@@ -163,7 +164,7 @@ struct BenchCourier: AsyncParsableCommand {
 @HTTPSessionActor
 func makeManager(
     baseURL: URL, ephemeral: Bool, concurrency: Int, monitors: [any EventMonitor] = [],
-    caFile: String? = nil, httpVersion: BenchHTTPVersion? = nil
+    caFile: String? = nil, caBundle: String? = nil, httpVersion: BenchHTTPVersion? = nil
 ) -> HTTPSessionManager {
     var configuration: HTTPSessionConfiguration = ephemeral ? .ephemeral : .default
     // HTTP/2 keeps the default connection limit (the row measures default
@@ -171,6 +172,7 @@ func makeManager(
     if httpVersion != .http2 { configuration.maximumConnectionsPerHost = concurrency }
     configuration.eventMonitors = monitors
     if let caFile { configuration.tls.certificateAuthorityFile = URL(fileURLWithPath: caFile) }
+    if let caBundle { configuration.certificateAuthorityBundle = URL(fileURLWithPath: caBundle) }
     switch httpVersion {
     case .http1_1: configuration.httpVersion = .http1_1
     case .http2: configuration.httpVersion = .http2OverTLS  // the default
