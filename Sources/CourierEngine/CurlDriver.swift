@@ -59,6 +59,8 @@ package final class CurlDriver: @unchecked Sendable {
     package struct Limits: Sendable {
         var maximumConnectionsPerHost = 6
         var maximumTotalConnections = 0
+        /// `CURLMOPT_MAX_CONCURRENT_STREAMS`: HTTP/2 streams on one connection at most.
+        var maximumStreamsPerConnection = 1000
         /// Transfers on the multi handle at once; further ones wait their turn. 0: no limit.
         var maximumConcurrentTransfers = 0
         /// Bytes per second shared by every transfer of the session, both directions; nil: none.
@@ -69,11 +71,13 @@ package final class CurlDriver: @unchecked Sendable {
         /// Enough idle connections for every host the session talks to at full width, up to
         /// the total limit when there is one.
         package init(
-            maximumConnectionsPerHost: Int = 6, maximumTotalConnections: Int = 0, maximumConcurrentTransfers: Int = 0,
+            maximumConnectionsPerHost: Int = 6, maximumTotalConnections: Int = 0,
+            maximumStreamsPerConnection: Int = 1000, maximumConcurrentTransfers: Int = 0,
             maximumBytesPerSecond: Int64? = nil, cookies: CookieSettings? = nil
         ) {
             self.maximumConnectionsPerHost = maximumConnectionsPerHost
             self.maximumTotalConnections = maximumTotalConnections
+            self.maximumStreamsPerConnection = maximumStreamsPerConnection
             self.maximumConcurrentTransfers = maximumConcurrentTransfers
             self.maximumBytesPerSecond = maximumBytesPerSecond
             self.cookies = cookies
@@ -200,6 +204,8 @@ package final class CurlDriver: @unchecked Sendable {
         courier_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, me)
         courier_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, limits.maximumConnectionsPerHost)
         courier_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, limits.maximumTotalConnections)
+        courier_multi_setopt_long(
+            multi, CURLMOPT_MAX_CONCURRENT_STREAMS, min(max(limits.maximumStreamsPerConnection, 1), Int(Int32.max)))
         // The idle-connection cache. libcurl's default (four per easy handle on the multi
         // handle) shrinks whenever transfers finish, closing keep-alive connections that the
         // next requests then open again; size it from the connection limits instead.

@@ -342,6 +342,48 @@ import Testing
         #expect(connections.count == 1)
     }
 
+    /// `count` concurrent GETs of `big.bin` on the valid server, each checked; the distinct
+    /// connections they used, as nginx logged them.
+    static func concurrentHTTP2Connections(
+        _ api: HTTPSessionManager, _ servers: TLSServers, count: Int
+    ) async throws -> Int {
+        // big.bin (1 MiB): each stream stays open long enough for all of them to overlap.
+        let marker = "h2-\(UUID().uuidString.prefix(8))"
+        let url = servers.url("valid").appendingPathComponent("big.bin").absoluteString + "?\(marker)"
+        let responses = try await withThrowingTaskGroup(of: DataResponse<Data>.self) { group in
+            for _ in 0..<count {
+                group.addTask { try await api.request(.get, url, serializer: DataResponseSerializer()) }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(responses.count == count)
+        #expect(responses.allSatisfy { $0.data.count == 1 << 20 && $0.metrics.httpVersion == "2" })
+        try await Task.sleep(for: .milliseconds(200))
+        let lines = try servers.accessLog().filter { $0.contains(marker) }
+        #expect(lines.count == count)
+        return Set(lines.map { $0.split(separator: " ")[5] }).count
+    }
+
+    /// By default the server's stream limit counts (nginx: 128), not libcurl's default of 100:
+    /// 120 requests at once share one connection.
+    @Test func theServersStreamLimitCountsByDefault() async throws {
+        let servers = try await TestServers.tls()
+        let connections = try await Self.concurrentHTTP2Connections(Self.trusting(servers), servers, count: 120)
+        #expect(connections == 1)
+        // Over the server's limit, requests move to another connection; none is refused.
+        let more = try await Self.concurrentHTTP2Connections(Self.trusting(servers), servers, count: 200)
+        #expect(more >= 2)
+    }
+
+    /// `maximumStreamsPerConnection` caps the streams on one connection: 30 requests at once
+    /// with 10 streams per connection need at least 3 connections (and at most the 6 per host).
+    @Test func maximumStreamsPerConnectionSpreadsRequestsOverConnections() async throws {
+        let servers = try await TestServers.tls()
+        let api = Self.trusting(servers) { $0.maximumStreamsPerConnection = 10 }
+        let connections = try await Self.concurrentHTTP2Connections(api, servers, count: 30)
+        #expect((3...6).contains(connections))
+    }
+
     @Test func h2cWithPriorKnowledge() async throws {
         let servers = try await TestServers.tls()
         let api = Self.manager { $0.httpVersion = .http2PriorKnowledge }

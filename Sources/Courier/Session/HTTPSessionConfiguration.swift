@@ -46,6 +46,11 @@ public struct HTTPSessionConfiguration: Sendable {
     public var additionalHeaders: [String: String] = [:]
     /// Connections open to one host at once; further requests wait for one. Default 6.
     public var maximumConnectionsPerHost = 6
+    /// HTTP/2 streams (requests) at once on one connection, at most; the server's own limit
+    /// (its `SETTINGS_MAX_CONCURRENT_STREAMS`, 128 for nginx) applies too. Default 1000, so
+    /// that the server's limit is the one that counts; libcurl's own default would be 100.
+    /// Values outside 1...2,147,483,647 are clamped to that range.
+    public var maximumStreamsPerConnection = 1000
     /// Connections open at once in total; 0 for no limit. Default 0.
     public var maximumConnections = 0
     /// Tasks running at once; further ones wait their turn (first come, first served). nil for

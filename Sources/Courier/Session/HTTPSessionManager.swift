@@ -140,6 +140,7 @@ open class HTTPSessionManager {
                 limits: .init(
                     maximumConnectionsPerHost: configuration.maximumConnectionsPerHost,
                     maximumTotalConnections: configuration.maximumConnections,
+                    maximumStreamsPerConnection: configuration.maximumStreamsPerConnection,
                     maximumConcurrentTransfers: configuration.maximumConcurrentTasks ?? 0,
                     maximumBytesPerSecond: configuration.maximumBytesPerSecond,
                     cookies: configuration.handlesCookies
