@@ -1,11 +1,12 @@
 // Shared by every Swift benchmark client: the command-line options, the
-// worker pool (C tasks pulling request numbers from one counter until TOTAL
-// are issued), the RESULT line, and the decoded shape of small.json; and the
-// --mode option of the large-transfer rows (one transfer of a large file).
+// request loop (a task group with one child task per request, C at a time,
+// until TOTAL are issued), the RESULT line, and the decoded shape of
+// small.json; and the --mode option of the large-transfer rows (one transfer
+// of a large file).
 //
-// Every client has the same shape so that only the HTTP client differs:
-//   C workers in a TaskGroup, each: take a number, do one GET, check
-//   status 200 and a 500-byte body (or decode it), repeat.
+// Every client has the same shape so that only the HTTP client differs, and
+// it is the shape users write: a task group, a child task per request, each:
+// one GET, check status 200 and a 500-byte body (or decode it).
 
 import ArgumentParser
 import Foundation
@@ -29,8 +30,8 @@ public struct BenchOptions: ParsableArguments, Sendable {
     @Option(help: "Number of requests in all.")
     public var total: Int = 20_000
 
-    /// Requests in flight at once: the number of worker tasks.
-    @Option(help: "Requests in flight at once (worker tasks and connections per host).")
+    /// Requests in flight at once: child tasks running at once.
+    @Option(help: "Requests in flight at once (child tasks at once, and connections per host).")
     public var concurrency: Int = 64
 
     /// The body length every response must have.
@@ -196,35 +197,38 @@ public func maxRSSKilobytes() -> Int {
     #endif
 }
 
-/// Runs `total` calls of `request` on `concurrency` worker tasks and returns
-/// the elapsed seconds. A worker takes the next request number from a shared
-/// counter, so exactly `total` requests are issued whatever their latency.
-/// The first error cancels the rest and is rethrown.
-public func runWorkers(
+/// Runs `total` calls of `request`, `concurrency` at a time, in the shape users write: a task
+/// group with one child task per request. The group starts `concurrency` children, then one
+/// more each time a child finishes, until `total` have run; so exactly `total` requests are
+/// issued whatever their latency. The first error cancels the rest and is rethrown. Returns
+/// the elapsed seconds and the requests that succeeded.
+public func runRequests(
     total: Int,
     concurrency: Int,
     request: @escaping @Sendable (Int) async throws -> Void
 ) async throws -> (seconds: Double, requests: Int) {
-    let next = Counter()
-    let done = Counter()
     let clock = ContinuousClock()
     let start = clock.now
+    var done = 0
     try await withThrowingTaskGroup(of: Void.self) { group in
-        for _ in 0..<min(concurrency, total) {
-            group.addTask {
-                while true {
-                    let n = next.increment()
-                    if n >= total { return }
-                    try await request(n)
-                    _ = done.increment()
-                }
+        var issued = 0
+        while issued < min(concurrency, total) {
+            let n = issued
+            group.addTask { try await request(n) }
+            issued += 1
+        }
+        while try await group.next() != nil {
+            done += 1
+            if issued < total {
+                let n = issued
+                group.addTask { try await request(n) }
+                issued += 1
             }
         }
-        try await group.waitForAll()
     }
     let elapsed = start.duration(to: clock.now)
     let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-    return (seconds, done.value)
+    return (seconds, done)
 }
 
 /// Prints the one machine-readable line that scripts/bench parses; `bytes`
@@ -249,7 +253,7 @@ public func check(status: Int, bodyCount: Int, expected: Int, request n: Int) th
     }
 }
 
-/// A lock-free counter shared by the workers.
+/// A lock-free counter shared by concurrent tasks.
 public final class Counter: Sendable {
     private let storage = Atomic<Int>(0)
     /// Creates a counter at zero.

@@ -1,7 +1,7 @@
 // AsyncHTTPClient, in one of two modes (--mode):
 //
-//   small           C worker tasks, each GETs --url until --total requests
-//                   are done, collects the body, checks status 200 and the
+//   small           --total GETs of --url, a child task each, C at a time;
+//                   each collects the body, checks status 200 and the
 //                   body length (or decodes it with JSONDecoder when --decode
 //                   is given).
 //   stream-discard  one GET of --url; the body is iterated as it arrives
@@ -83,7 +83,7 @@ struct BenchAHC: AsyncParsableCommand {
         let expected = options.expectedBytes
         let decode = options.decode
         let httpVersion = tls.httpVersion
-        let result = try await runWorkers(total: options.total, concurrency: options.concurrency) { n in
+        let result = try await runRequests(total: options.total, concurrency: options.concurrency) { n in
             let request = HTTPClientRequest(url: url)
             let response = try await client.execute(request, timeout: .seconds(30))
             let body = try await response.body.collect(upTo: 1 << 20)
@@ -114,7 +114,7 @@ struct BenchAHC: AsyncParsableCommand {
         let url = options.url
         let expected = options.expectedBytes
         let received = Counter()
-        let result = try await runWorkers(total: 1, concurrency: 1) { n in
+        let result = try await runRequests(total: 1, concurrency: 1) { n in
             let request = HTTPClientRequest(url: url)
             // The deadline covers the whole body; scripts/bench kills a run after RUN_TIMEOUT anyway.
             let response = try await client.execute(request, timeout: .seconds(3600))

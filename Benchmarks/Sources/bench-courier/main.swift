@@ -1,8 +1,8 @@
 // Courier, in one of five modes (--mode):
 //
 //   small           one HTTPSessionManager allowing C connections per host;
-//                   C worker tasks, each GETs small.json through the manager
-//                   until --total requests are done, as `Data` through
+//                   --total GETs of small.json through the manager, a child
+//                   task each, C at a time, as `Data` through
 //                   DataResponseSerializer (checking the length), or with
 //                   --decode as `Small` through the manager's JSON decoding.
 //   download-file   downloadTask of --url into --output (replaced if it
@@ -86,7 +86,7 @@ struct BenchCourier: AsyncParsableCommand {
         let decode = options.decode
         let httpVersion = tls.httpVersion
 
-        let result = try await runWorkers(total: options.total, concurrency: options.concurrency) { n in
+        let result = try await runRequests(total: options.total, concurrency: options.concurrency) { n in
             if let httpVersion {
                 // The whole response, for its metrics: GET(_:serializer:) is this call's `.value`.
                 let response = try await api.request(.get, path, serializer: DataResponseSerializer())
@@ -129,7 +129,7 @@ struct BenchCourier: AsyncParsableCommand {
         let bytes = Counter()
 
         let api = HTTPSessionManager(baseURL: baseURL, configuration: .ephemeral)
-        let result = try await runWorkers(total: 1, concurrency: 1) { n in
+        let result = try await runRequests(total: 1, concurrency: 1) { n in
             switch mode {
             case .downloadFile:
                 let file: URL = try await api.downloadTask(path, to: output, options: [.replaceExisting]).value

@@ -1,6 +1,6 @@
 // FoundationNetworking's URLSession: an ephemeral session allowing C
-// connections per host; C worker tasks, each `data(from:)` until --total
-// requests are done, checking status 200 and the body length (or decoding it
+// connections per host; --total `data(from:)` calls, a child task each, C at
+// a time, checking status 200 and the body length (or decoding it
 // with JSONDecoder when --decode is given).
 
 import ArgumentParser
@@ -30,7 +30,7 @@ struct BenchURLSession: AsyncParsableCommand {
         let expected = options.expectedBytes
         let decode = options.decode
 
-        let result = try await runWorkers(total: options.total, concurrency: options.concurrency) { n in
+        let result = try await runRequests(total: options.total, concurrency: options.concurrency) { n in
             let (data, response) = try await session.data(from: url)
             let status = (response as? HTTPURLResponse)?.statusCode ?? -1
             if decode {
