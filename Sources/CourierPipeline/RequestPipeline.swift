@@ -213,25 +213,92 @@ package final class RequestPipeline: Sendable {
 
     /// One attempt: the cache, the transfer (and one more after an authentication challenge),
     /// the cache again, `process(_:)`.
-    @inline(__always)
+    ///
+    /// What the attempt needs across its suspension points lives in one `Attempt` object built
+    /// synchronously: an async function's frame holds every value that lives across an
+    /// `await`, and with the request, its options, the cache lookup and the credentials held
+    /// by value this frame was 14 KB, allocated anew for every request's task.
     private func attemptOnce(
         _ prepared: PreparedRequest, adapted: HTTPRequest, hooks: any SessionHooks, requestID: UInt64,
         attempt: Int, retryable: Bool, reporters: TransferReporters?, sink: (any ResponseSink)?,
         register: (@Sendable (any TransportTransfer) -> Void)?
     ) async throws -> RawResponse {
+        let state: Attempt
+        switch try plan(
+            prepared, adapted: adapted, requestID: requestID, attempt: attempt, retryable: retryable,
+            reporters: reporters, sink: sink, register: register)
+        {
+        case .answered(let answer):
+            return try await finish(answer, hooks: hooks)
+        case .send(let planned):
+            state = planned
+        }
+        var raw: RawResponse
+        do {
+            raw = try await send(state.request, state.exchange)
+            if let retry = try await challengeRetry(
+                after: raw, used: state.authentication, body: state.request.body, hooks: hooks),
+                let continuation = await Self.fieldsForAnotherAttempt(sink)
+            {
+                state.request.credentials = retry.server
+                state.request.proxyCredential = retry.proxy
+                for field in continuation { state.request.head.headerFields[field.name] = field.value }
+                raw = try await send(state.request, state.exchange)
+            }
+        } catch let error as CourierError {
+            guard let fallback = state.cacheLookup.fallback(after: error) else { throw error }
+            return try await finish(fallback, hooks: hooks)
+        }
+        raw = state.cacheLookup.absorb(raw, requestTime: state.requestTime)
+        return try await finish(raw, hooks: hooks)
+    }
+
+    /// An attempt's state across its suspension points (see `attemptOnce`).
+    private final class Attempt {
+        var request: TransferRequest
+        let exchange: Exchange
+        var cacheLookup: CacheLookup
+        let authentication: CredentialPair
+        let requestTime: Date
+
+        init(
+            request: TransferRequest, exchange: Exchange, cacheLookup: CacheLookup,
+            authentication: CredentialPair, requestTime: Date
+        ) {
+            self.request = request
+            self.exchange = exchange
+            self.cacheLookup = cacheLookup
+            self.authentication = authentication
+            self.requestTime = requestTime
+        }
+    }
+
+    /// What an attempt does first: answer from the cache, or send.
+    private enum AttemptPlan {
+        case answered(RawResponse)
+        case send(Attempt)
+    }
+
+    /// The synchronous part of an attempt: HSTS, the URL, the cache lookup, credentials, and
+    /// the transfer request.
+    private func plan(
+        _ prepared: PreparedRequest, adapted: HTTPRequest, requestID: UInt64, attempt: Int, retryable: Bool,
+        reporters: TransferReporters?, sink: (any ResponseSink)?,
+        register: (@Sendable (any TransportTransfer) -> Void)?
+    ) throws -> AttemptPlan {
         let body = prepared.body
         var adapted = adapted
         if let hsts, !hsts.isEmpty, adapted.scheme == "http", let url = adapted.url, let upgraded = hsts.upgrade(url) {
             adapted.url = upgraded
         }
         let urlString = try RequestBuilding.urlString(of: adapted)
-        var cacheLookup = CacheLookup(
+        let cacheLookup = CacheLookup(
             cache: cache, policy: prepared.call.options.cachePolicy ?? cachePolicy,
             lifetime: prepared.call.options.cacheLifetime,
             request: adapted, urlString: urlString, body: body, sink: sink)
         if let answer = try cacheLookup.answerWithoutLoading() {
             monitors?.emit(requestID, .attemptStarted(adapted, attempt: attempt))
-            return try await finish(answer, hooks: hooks)
+            return .answered(answer)
         }
         var authentication = storedCredentials(for: urlString)
         if let credential = prepared.call.options.credential,
@@ -256,25 +323,12 @@ package final class RequestPipeline: Sendable {
             maximumBytesPerSecond: prepared.call.maximumBytesPerSecond, requestID: requestID, attempt: attempt)
         // The clock is read only when the cache will use the time (RFC 9111 age calculation).
         let requestTime = cacheLookup.usesCache ? Date() : .distantPast
-        var raw: RawResponse
-        do {
-            request.credentials = authentication.server
-            request.proxyCredential = authentication.proxy
-            raw = try await send(request, exchange)
-            if let retry = try await challengeRetry(after: raw, used: authentication, body: body, hooks: hooks),
-                let continuation = await Self.fieldsForAnotherAttempt(sink)
-            {
-                request.credentials = retry.server
-                request.proxyCredential = retry.proxy
-                for field in continuation { request.head.headerFields[field.name] = field.value }
-                raw = try await send(request, exchange)
-            }
-        } catch let error as CourierError {
-            guard let fallback = cacheLookup.fallback(after: error) else { throw error }
-            return try await finish(fallback, hooks: hooks)
-        }
-        raw = cacheLookup.absorb(raw, requestTime: requestTime)
-        return try await finish(raw, hooks: hooks)
+        request.credentials = authentication.server
+        request.proxyCredential = authentication.proxy
+        return .send(
+            Attempt(
+                request: request, exchange: exchange, cacheLookup: cacheLookup, authentication: authentication,
+                requestTime: requestTime))
     }
 
     /// What the next transfer must add for `sink` to take it (nothing without a sink); nil
