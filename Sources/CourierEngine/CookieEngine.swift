@@ -40,6 +40,9 @@ package final class CookieEngine {
         courier_share_setopt_lock_function(share, cookieLockCallback)
         courier_share_setopt_unlock_function(share, cookieUnlockCallback)
         courier_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_COOKIE.rawValue))
+        // An easy handle has one share: the TLS session cache of the transfers that handle
+        // cookies is this one's (see `CurlDriver.tlsSessions`).
+        courier_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_SSL_SESSION.rawValue))
         utility = curl_easy_init()!
         courier_easy_setopt_share(utility, share)
         courier_easy_setopt_string(utility, CURLOPT_COOKIEFILE, "")

@@ -126,6 +126,12 @@ package final class CurlDriver: @unchecked Sendable {
     @EngineConfined private var waitingStart = 0
     /// The session's cookie engine, when it handles cookies.
     @EngineConfined package private(set) var cookies: CookieEngine?
+    /// The TLS session cache of the transfers that do not join the cookie share (which caches
+    /// TLS sessions too): a share handle (`CURL_LOCK_DATA_SSL_SESSION`), so that a new
+    /// connection to a host resumes the session of an earlier one, an abbreviated handshake,
+    /// whichever easy handle made that one. Without a share each easy handle keeps a cache of
+    /// its own. No lock callbacks: only this thread uses it.
+    @EngineConfined private(set) var tlsSessions: UnsafeMutableRawPointer?
     /// The session-wide bandwidth limit, consulted by the callbacks.
     @EngineConfined package private(set) var bandwidth: BandwidthBucket?
     /// Transfers whose sinks hold bytes back until the end of this turn of the loop.
@@ -215,6 +221,9 @@ package final class CurlDriver: @unchecked Sendable {
         if let settings = limits.cookies {
             cookies = CookieEngine(jar: settings.jar, policy: settings.policy, logger: settings.logger)
         }
+        let tlsSessions = curl_share_init()!
+        courier_share_setopt_long(tlsSessions, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_SSL_SESSION.rawValue))
+        self.tlsSessions = tlsSessions
 
         let capacity = 256
         let events = UnsafeMutablePointer<courier_event>.allocate(capacity: capacity)
@@ -530,8 +539,10 @@ package final class CurlDriver: @unchecked Sendable {
         // Socket callbacks can still fire in here; `self` is alive (this thread holds it).
         curl_multi_cleanup(multi)
         multi = nil
-        cookies?.close()  // every easy handle has left the share by now
+        cookies?.close()  // every easy handle has left the shares by now
         cookies = nil
+        if let tlsSessions { curl_share_cleanup(tlsSessions) }
+        tlsSessions = nil
         inbox.withLock { inbox in
             close(inbox.wakeFD)
             inbox.wakeFD = -1

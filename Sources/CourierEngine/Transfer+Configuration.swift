@@ -91,7 +91,12 @@ extension Transfer {
         }
         courier_easy_setopt_long(easy, CURLOPT_MAXAGE_CONN, options.connectionIdleTimeout.curlSeconds)
 
-        if options.handlesCookies, let cookies = driver.cookies { cookies.attach(easy) }
+        // The cookie share or the TLS session share: either caches TLS sessions for resumption.
+        if options.handlesCookies, let cookies = driver.cookies {
+            cookies.attach(easy)
+        } else {
+            courier_easy_setopt_share(easy, driver.tlsSessions)
+        }
         courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, options.verifiesTLS ? 1 : 0)
         courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, options.verifiesTLS ? 2 : 0)
         configureTLS(easy, options)

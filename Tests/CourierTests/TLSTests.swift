@@ -320,6 +320,40 @@ import Testing
 
     // MARK: HTTP/2
 
+    // MARK: Session resumption
+
+    /// A new connection resumes the TLS session of an earlier one (an abbreviated handshake)
+    /// whichever easy handle opens it: the session's transfers share one TLS session cache,
+    /// with cookies handled (the cookie share) and without (a share of its own). A byte stream
+    /// left unread holds the first connection, and its easy handle, for the whole test; four
+    /// requests then follow one after another, each asking the server to close its connection
+    /// and so each on a new one, through another easy handle. Without a shared cache that
+    /// handle would have no session to offer the first time.
+    @Test(arguments: [true, false])
+    func newConnectionsResumeTheTLSSession(handlesCookies: Bool) async throws {
+        let servers = try await TestServers.tls()
+        let api = Self.trusting(servers) { configuration in
+            configuration.handlesCookies = handlesCookies
+            configuration.cachePolicy = .reloadIgnoringCacheData
+        }
+        let marker = "resume-\(UUID().uuidString.prefix(8))"
+        let base = servers.url("tls13")
+        let held = base.appendingPathComponent("huge.bin").absoluteString + "?\(marker)"
+        let (head, body) = try await api.stream(.get, held)
+        #expect(head.status.code == 200)
+        for _ in 0..<4 {
+            let url = base.appendingPathComponent("hello.txt").absoluteString + "?\(marker)"
+            let text = try await api.GET(url, headers: ["Connection": "close"], serializer: StringResponseSerializer())
+            #expect(text == "hello\n")
+        }
+        let logged = try await servers.accessLogLines(containing: "hello.txt?\(marker)", count: 4)
+        // One connection each, none of them the held one, and every one resumed.
+        let connections = logged.map { $0.split(separator: " ")[5] }
+        #expect(Set(connections).count == 4)
+        #expect(logged.map { $0.split(separator: " ").last ?? "" } == ["r", "r", "r", "r"])
+        withExtendedLifetime(body) {}
+    }
+
     @Test func aHundredConcurrentRequestsOverHTTP2ShareOneConnection() async throws {
         let servers = try await TestServers.tls()
         let api = Self.trusting(servers)

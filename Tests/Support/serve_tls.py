@@ -49,6 +49,7 @@ CLIENT_KEY_PASSWORD = "client-pass"
 P12_PASSWORD = "p12-pass"
 SERVER_SANS = "DNS:localhost, IP:127.0.0.1, DNS:api.courier.test"
 BIG_SIZE = 1 << 20  # big.bin: 1 MiB, byte i is i % 251
+HUGE_SIZE = 1 << 28  # huge.bin: 256 MiB of zeros
 
 # name -> (kind, certificate, ssl_protocols, http2)
 #   kind: "tls" (ssl listener), "mtls" (ssl + client certificate required),
@@ -259,6 +260,10 @@ def make_root(tmp: str) -> str:
     big = (pattern * (BIG_SIZE // 251 + 1))[:BIG_SIZE]
     with open(os.path.join(root, "big.bin"), "wb") as f:
         f.write(big)
+    # huge.bin: 256 MiB of zeros, a sparse file (no disk space), for a transfer that stays in
+    # flight while a test holds its body unread.
+    with open(os.path.join(root, "huge.bin"), "wb") as f:
+        f.truncate(HUGE_SIZE)
     return root
 
 
@@ -347,8 +352,9 @@ http {{
         "" "-";
         default $server_port;
     }}
+    # $ssl_session_reused: "r" when the client resumed a TLS session, "." for a full handshake.
     log_format courier '$courier_port "$request" $status $connection $connection_requests '
-                       '$ssl_protocol $courier_http2';
+                       '$ssl_protocol $courier_http2 $ssl_session_reused';
     access_log {tmp}/access.log courier;
 
     sendfile on;

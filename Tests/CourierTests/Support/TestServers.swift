@@ -248,8 +248,20 @@ struct TLSServers: Sendable {
     func pin(_ name: String) -> String { info.pins[name]! }
 
     /// The lines of nginx's access log: `port "request" status connection requests protocol
-    /// http2`.
+    /// http2 reused` (reused: `r` for a resumed TLS session, `.` for a full handshake).
     func accessLog() throws -> [String] {
         try String(contentsOfFile: info.access_log, encoding: .utf8).split(separator: "\n").map(String.init)
+    }
+
+    /// The access log's lines that contain `text`, once there are `count` of them (nginx writes
+    /// a line when it has finished with a request, which can be after the client has its
+    /// response); what there is after five seconds otherwise.
+    func accessLogLines(containing text: String, count: Int) async throws -> [String] {
+        let deadline = ContinuousClock.now + .seconds(5)
+        while true {
+            let lines = try accessLog().filter { $0.contains(text) }
+            if lines.count >= count || ContinuousClock.now >= deadline { return lines }
+            try await Task.sleep(for: .milliseconds(20))
+        }
     }
 }
