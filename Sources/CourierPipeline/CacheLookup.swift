@@ -96,7 +96,8 @@ struct CacheLookup: Sendable {
     }
 
     /// A stored response instead of a failed load (`returnCacheDataOnError`), unless it said
-    /// `must-revalidate`.
+    /// `must-revalidate`. (Not inlined, as `absorb`.)
+    @inline(never)
     func fallback(after error: CourierError) -> RawResponse? {
         guard policy == .returnCacheDataOnError, let entry, !entry.control.mustRevalidate else { return nil }
         switch error {
@@ -111,7 +112,10 @@ struct CacheLookup: Sendable {
     var usesCache: Bool { cache != nil }
 
     /// After the load: a 304 refreshes and returns the stored response; a storable response
-    /// is stored (replacing an older one); anything else passes through.
+    /// is stored (replacing an older one); anything else passes through. Not inlined: its
+    /// temporaries would take room in the frame of the async attempt that calls it, which
+    /// lives as long as the request.
+    @inline(never)
     mutating func absorb(_ response: RawResponse, requestTime: Date) -> RawResponse {
         guard let cache else { return response }
         if response.status.code == 304, revalidates, let stored = entry {

@@ -127,6 +127,24 @@ package final class RequestPipeline: Sendable {
             try serialize(raw)
             return raw
         }
+        return try await performWithInterceptors(
+            prepared, hooks: hooks, reporters: reporters, sink: sink, register: register, serialize: serialize)
+    }
+
+    /// `perform` with interceptors or monitors: the retry loop and the events.
+    ///
+    /// Not inlined into `perform`: an async function's frame is allocated whole when it is
+    /// entered, and this loop's (its locals, the requests and errors it keeps, the events it
+    /// builds) is about 6 KB, which a request without interceptors or monitors would
+    /// otherwise allocate for nothing.
+    @inline(never)
+    private func performWithInterceptors(
+        _ prepared: PreparedRequest, hooks: any SessionHooks, reporters: TransferReporters?,
+        sink: (any ResponseSink)?, register: (@Sendable (any TransportTransfer) -> Void)?,
+        serialize: (RawResponse) throws -> Void
+    ) async throws -> RawResponse {
+        let chain = prepared.call.options.chain
+        let interceptorsApply = !interceptors.isEmpty || !chain.isEmpty
         let requestID = lastRequestID.add(1, ordering: .relaxed).newValue
         monitors?.emit(requestID, .created(prepared.head))
         let retryable =
@@ -218,6 +236,7 @@ package final class RequestPipeline: Sendable {
     /// synchronously: an async function's frame holds every value that lives across an
     /// `await`, and with the request, its options, the cache lookup and the credentials held
     /// by value this frame was 14 KB, allocated anew for every request's task.
+    @inline(never)
     private func attemptOnce(
         _ prepared: PreparedRequest, adapted: HTTPRequest, hooks: any SessionHooks, requestID: UInt64,
         attempt: Int, retryable: Bool, reporters: TransferReporters?, sink: (any ResponseSink)?,
@@ -235,15 +254,14 @@ package final class RequestPipeline: Sendable {
         }
         var raw: RawResponse
         do {
-            raw = try await send(state.request, state.exchange)
-            if let retry = try await challengeRetry(
-                after: raw, used: state.authentication, body: state.request.body, hooks: hooks),
+            raw = try await send(state)
+            if raw.status.code == 401 || raw.status.code == 407,
+                let retry = try await challengeRetry(
+                    after: raw, used: state.authentication, body: state.request.body, hooks: hooks),
                 let continuation = await Self.fieldsForAnotherAttempt(sink)
             {
-                state.request.credentials = retry.server
-                state.request.proxyCredential = retry.proxy
-                for field in continuation { state.request.head.headerFields[field.name] = field.value }
-                raw = try await send(state.request, state.exchange)
+                state.prepareAnotherTry(with: retry, adding: continuation)
+                raw = try await send(state)
             }
         } catch let error as CourierError {
             guard let fallback = state.cacheLookup.fallback(after: error) else { throw error }
@@ -271,6 +289,15 @@ package final class RequestPipeline: Sendable {
             self.authentication = authentication
             self.requestTime = requestTime
         }
+
+        /// The request again, with the credentials an authentication challenge asked for and
+        /// the fields the sink needs to take another transfer.
+        @inline(never)
+        func prepareAnotherTry(with credentials: CredentialPair, adding fields: HTTPFields) {
+            request.credentials = credentials.server
+            request.proxyCredential = credentials.proxy
+            for field in fields { request.head.headerFields[field.name] = field.value }
+        }
     }
 
     /// What an attempt does first: answer from the cache, or send.
@@ -280,7 +307,9 @@ package final class RequestPipeline: Sendable {
     }
 
     /// The synchronous part of an attempt: HSTS, the URL, the cache lookup, credentials, and
-    /// the transfer request.
+    /// the transfer request. Not inlined, so that its temporaries stay out of `attemptOnce`'s
+    /// frame.
+    @inline(never)
     private func plan(
         _ prepared: PreparedRequest, adapted: HTTPRequest, requestID: UInt64, attempt: Int, retryable: Bool,
         reporters: TransferReporters?, sink: (any ResponseSink)?,
@@ -333,6 +362,7 @@ package final class RequestPipeline: Sendable {
 
     /// What the next transfer must add for `sink` to take it (nothing without a sink); nil
     /// when the sink cannot take another.
+    @inline(never)
     private static func fieldsForAnotherAttempt(_ sink: (any ResponseSink)?) async -> HTTPFields? {
         guard let sink else { return HTTPFields() }
         return await sink.prepareAnotherAttempt()
@@ -349,9 +379,13 @@ package final class RequestPipeline: Sendable {
         var attempt: Int
     }
 
-    /// One transfer of `request` on the transport.
-    @inline(__always)
-    private func send(_ request: TransferRequest, _ exchange: Exchange) async throws -> RawResponse {
+    /// One transfer of `request` on the transport. Not inlined: `attemptOnce` calls it in two
+    /// places, and each inlined copy would add its values (the transfer's output, the response)
+    /// to the attempt's frame.
+    @inline(never)
+    private func send(_ state: Attempt) async throws -> RawResponse {
+        let request = state.request
+        let exchange = state.exchange
         let transfer = transport.makeTransfer(
             request, reporters: exchange.reporters, sharedHeaders: exchange.sharedHeaders, sink: exchange.sink,
             maximumBytesPerSecond: exchange.maximumBytesPerSecond)
@@ -363,7 +397,7 @@ package final class RequestPipeline: Sendable {
         return raw
     }
 
-    @inline(__always)
+    @inline(never)
     private func finish(_ raw: RawResponse, hooks: any SessionHooks) async throws -> RawResponse {
         hooks.runsHooks ? try await hooks.process(raw) : raw
     }
@@ -411,6 +445,10 @@ package final class RequestPipeline: Sendable {
     /// The 401 may come from another origin than the request's, after a redirect: the new
     /// credential is then scoped to that origin, and the retry, which starts again at the
     /// request's own URL, sends it there only.
+    ///
+    /// Not inlined: its frame (the challenge, the protection space) is allocated only for the
+    /// responses that need it (401 and 407), not in every attempt's.
+    @inline(never)
     private func challengeRetry(
         after raw: RawResponse, used: CredentialPair, body: RequestBody?, hooks: any SessionHooks
     ) async throws -> CredentialPair? {

@@ -33,6 +33,10 @@ extension HTTPSessionManager {
     }
 
     /// The call prepared (serialized, not adapted), after the checks of a background session.
+    ///
+    /// Not inlined: request building is synchronous, and inlined into the async callers its
+    /// temporaries would take room in their frames, which live as long as the request.
+    @inline(never)
     private nonisolated func prepareForPipeline(_ call: Call, sink: (any ResponseSink)?) throws -> PreparedRequest {
         let prepared = try prepare(call)
         if let background {
