@@ -206,6 +206,20 @@ package final class RequestPipeline: Sendable {
         }
     }
 
+    /// After a 401 or 407: the transfer once more with the credentials the challenge asks for,
+    /// when there are any (see `challengeRetry`). Not inlined, so that its frame exists only
+    /// for the responses that need it.
+    @inline(never)
+    private func answerChallenge(_ state: Attempt, hooks: any SessionHooks, sink: (any ResponseSink)?) async throws {
+        guard let challenge = state.response,
+            let retry = try await challengeRetry(
+                after: challenge, used: state.authentication, body: state.request.body, hooks: hooks),
+            let continuation = await Self.fieldsForAnotherAttempt(sink)
+        else { return }
+        state.prepareAnotherTry(with: retry, adding: continuation)
+        try await send(state)
+    }
+
     /// The request of one attempt: the session's interceptors, the call's, then the hooks.
     private func adapt(
         _ prepared: PreparedRequest, hooks: any SessionHooks, context: RequestContext,
@@ -242,32 +256,22 @@ package final class RequestPipeline: Sendable {
         attempt: Int, retryable: Bool, reporters: TransferReporters?, sink: (any ResponseSink)?,
         register: (@Sendable (any TransportTransfer) -> Void)?
     ) async throws -> RawResponse {
-        let state: Attempt
+        let raw: RawResponse
         switch try plan(
             prepared, adapted: adapted, requestID: requestID, attempt: attempt, retryable: retryable,
             reporters: reporters, sink: sink, register: register)
         {
         case .answered(let answer):
-            return try await finish(answer, hooks: hooks)
-        case .send(let planned):
-            state = planned
-        }
-        var raw: RawResponse
-        do {
-            raw = try await send(state)
-            if raw.status.code == 401 || raw.status.code == 407,
-                let retry = try await challengeRetry(
-                    after: raw, used: state.authentication, body: state.request.body, hooks: hooks),
-                let continuation = await Self.fieldsForAnotherAttempt(sink)
-            {
-                state.prepareAnotherTry(with: retry, adding: continuation)
-                raw = try await send(state)
+            raw = answer
+        case .send(let state):
+            do {
+                try await send(state)
+                if state.isChallenged { try await answerChallenge(state, hooks: hooks, sink: sink) }
+                raw = state.absorbed()
+            } catch {
+                raw = try state.recover(from: error)
             }
-        } catch let error as CourierError {
-            guard let fallback = state.cacheLookup.fallback(after: error) else { throw error }
-            return try await finish(fallback, hooks: hooks)
         }
-        raw = state.cacheLookup.absorb(raw, requestTime: state.requestTime)
         return try await finish(raw, hooks: hooks)
     }
 
@@ -288,6 +292,33 @@ package final class RequestPipeline: Sendable {
             self.cacheLookup = cacheLookup
             self.authentication = authentication
             self.requestTime = requestTime
+        }
+
+        /// The response of the last transfer (set by `send`).
+        var response: RawResponse?
+
+        /// Whether the response asks for credentials (401 or 407).
+        var isChallenged: Bool {
+            guard let code = response?.status.code else { return false }
+            return code == 401 || code == 407
+        }
+
+        /// The response after the cache has seen it (see `CacheLookup.absorb`); called after a
+        /// `send` that returned.
+        @inline(never)
+        func absorbed() -> RawResponse {
+            guard let response else { preconditionFailure("absorbed() before a response") }
+            return cacheLookup.absorb(response, requestTime: requestTime)
+        }
+
+        /// A stored response instead of a failed load, when the cache policy allows one (see
+        /// `CacheLookup.fallback`); `error` otherwise.
+        @inline(never)
+        func recover(from error: any Error) throws -> RawResponse {
+            guard let error = error as? CourierError, let fallback = cacheLookup.fallback(after: error) else {
+                throw error
+            }
+            return fallback
         }
 
         /// The request again, with the credentials an authentication challenge asked for and
@@ -379,22 +410,34 @@ package final class RequestPipeline: Sendable {
         var attempt: Int
     }
 
-    /// One transfer of `request` on the transport. Not inlined: `attemptOnce` calls it in two
-    /// places, and each inlined copy would add its values (the transfer's output, the response)
-    /// to the attempt's frame.
+    /// One transfer of the attempt's request on the transport. Not inlined: `attemptOnce` calls
+    /// it in two places. Its frame lives as long as the transfer, so what is done before and
+    /// after the wait is done in synchronous functions, whose temporaries stay on the stack.
     @inline(never)
-    private func send(_ state: Attempt) async throws -> RawResponse {
-        let request = state.request
+    private func send(_ state: Attempt) async throws {
+        let transfer = start(state)
+        Self.keep(try await transfer.value(), in: state)
+    }
+
+    /// The attempt's transfer, made, registered, announced and started.
+    @inline(never)
+    private func start(_ state: Attempt) -> any TransportTransfer {
         let exchange = state.exchange
         let transfer = transport.makeTransfer(
-            request, reporters: exchange.reporters, sharedHeaders: exchange.sharedHeaders, sink: exchange.sink,
+            state.request, reporters: exchange.reporters, sharedHeaders: exchange.sharedHeaders, sink: exchange.sink,
             maximumBytesPerSecond: exchange.maximumBytesPerSecond)
         exchange.register?(transfer)
-        monitors?.emit(exchange.requestID, .attemptStarted(request.head, attempt: exchange.attempt))
+        monitors?.emit(exchange.requestID, .attemptStarted(state.request.head, attempt: exchange.attempt))
         transfer.start()
-        let raw = RawResponse(try await transfer.value())
-        if let hsts = request.hsts { HSTSStore.note(raw.head, of: raw.request, in: hsts) }
-        return raw
+        return transfer
+    }
+
+    /// The transfer's output as the attempt's response; its HSTS policy noted.
+    @inline(never)
+    private static func keep(_ output: TransferOutput, in state: Attempt) {
+        let raw = RawResponse(output)
+        if let hsts = state.request.hsts { HSTSStore.note(raw.head, of: raw.request, in: hsts) }
+        state.response = raw
     }
 
     @inline(never)

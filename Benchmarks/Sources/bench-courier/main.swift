@@ -83,29 +83,35 @@ struct BenchCourier: AsyncParsableCommand {
             monitors: slowMonitor ? [SleepingMonitor()] : fastMonitor ? [QuickMonitor()] : [],
             caFile: tls.caFile, caBundle: tls.caBundle, httpVersion: tls.httpVersion)
         let expected = options.expectedBytes
-        let decode = options.decode
         let httpVersion = tls.httpVersion
-
-        let result = try await runRequests(total: options.total, concurrency: options.concurrency) { n in
-            if let httpVersion {
+        // One closure per mode, chosen before the run: each child task makes the one call a user
+        // would write, and its frame holds that call alone.
+        let request: @Sendable (Int) async throws -> Void
+        if let httpVersion {
+            request = { n in
                 // The whole response, for its metrics: GET(_:serializer:) is this call's `.value`.
                 let response = try await api.request(.get, path, serializer: DataResponseSerializer())
                 try check(
                     status: Int(response.status.code), bodyCount: response.data.count, expected: expected, request: n)
                 try check(httpVersion: response.metrics.httpVersion, expected: httpVersion, request: n)
-            } else if decode {
+            }
+        } else if options.decode {
+            request = { n in
                 let value: Small = try await api.GET(path, as: Small.self)
                 guard value.id > 0 else { throw BenchFailure("request \(n): unexpected body") }
-            } else {
+            }
+        } else {
+            request = { n in
                 // The serializer's default acceptable status codes are 200..<300;
                 // the length check is the same as the other clients'.
                 let data: Data = try await api.GET(path, serializer: DataResponseSerializer())
                 try check(status: 200, bodyCount: data.count, expected: expected, request: n)
             }
         }
+        let result = try await runRequests(total: options.total, concurrency: options.concurrency, request: request)
         let client =
             slowMonitor
-            ? "courier-slow-monitor" : fastMonitor ? "courier-monitor" : decode ? "courier-decode" : "courier"
+            ? "courier-slow-monitor" : fastMonitor ? "courier-monitor" : options.decode ? "courier-decode" : "courier"
         printResult(
             client: client, seconds: result.seconds, requests: result.requests,
             httpVersion: httpVersion)
