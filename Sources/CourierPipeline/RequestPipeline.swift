@@ -262,7 +262,7 @@ package final class RequestPipeline: Sendable {
             reporters: reporters, sink: sink, register: register)
         {
         case .answered(let answer):
-            raw = answer
+            raw = answer.response
         case .send(let state):
             do {
                 try await send(state)
@@ -332,9 +332,19 @@ package final class RequestPipeline: Sendable {
     }
 
     /// What an attempt does first: answer from the cache, or send.
+    ///
+    /// Both cases hold a reference: the enum is copied and destroyed on every request's path,
+    /// and a `RawResponse` held inline made each copy and destroy an outlined walk over the
+    /// response's fields.
     private enum AttemptPlan {
-        case answered(RawResponse)
+        case answered(Answer)
         case send(Attempt)
+    }
+
+    /// A response from the cache, without loading.
+    private final class Answer {
+        let response: RawResponse
+        init(_ response: RawResponse) { self.response = response }
     }
 
     /// The synchronous part of an attempt: HSTS, the URL, the cache lookup, credentials, and
@@ -358,7 +368,7 @@ package final class RequestPipeline: Sendable {
             request: adapted, urlString: urlString, body: body, sink: sink)
         if let answer = try cacheLookup.answerWithoutLoading() {
             monitors?.emit(requestID, .attemptStarted(adapted, attempt: attempt))
-            return .answered(answer)
+            return .answered(Answer(answer))
         }
         var authentication = storedCredentials(for: urlString)
         if let credential = prepared.call.options.credential,
