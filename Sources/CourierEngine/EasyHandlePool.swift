@@ -12,13 +12,13 @@ import CourierTransport
 /// transfer into the next. A reset keeps a handle's share (and so its cookies), so a handle
 /// that has joined the cookie share is only reused for transfers that handle cookies.
 struct EasyHandlePool {
-    private var clean: [(handle: UnsafeMutableRawPointer, options: TransferOptions)] = []
+    private var clean: [(handle: UnsafeMutableRawPointer, options: SharedTransferOptions)] = []
     private var dirty: [(handle: UnsafeMutableRawPointer, sharesCookies: Bool)] = []
     private static let limit = 256
 
     /// A handle for `transfer`; sets `transfer.handleIsClean` for `configure`.
     mutating func take(for transfer: Transfer) -> UnsafeMutableRawPointer {
-        if transfer.hop.isPlain, let last = clean.last, last.options == transfer.current.options {
+        if transfer.hop.isPlain, let last = clean.last, last.options.isEqual(to: transfer.current.sharedOptions) {
             clean.removeLast()
             transfer.handleIsClean = true
             return last.handle
@@ -30,7 +30,7 @@ struct EasyHandlePool {
             Self.reset(handle)
             return handle
         }
-        if let index = clean.lastIndex(where: { wantsCookies || !$0.options.handlesCookies }) {
+        if let index = clean.lastIndex(where: { wantsCookies || !$0.options.value.handlesCookies }) {
             let handle = clean.remove(at: index).handle
             Self.reset(handle)
             return handle
@@ -55,7 +55,7 @@ struct EasyHandlePool {
             return
         }
         if transfer.hop.isPlain && transfer.redirectCount == 0 {
-            clean.append((handle, transfer.current.options))
+            clean.append((handle, transfer.current.sharedOptions))
         } else {
             dirty.append((handle, transfer.current.options.handlesCookies))
         }

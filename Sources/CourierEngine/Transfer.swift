@@ -15,8 +15,15 @@ import HTTPTypes
 final class Transfer: @unchecked Sendable {
     private struct Lifecycle {
         var machine = TransferStateMachine()
-        var result: Result<TransferOutput, any Error>?
+        var result: Published?
         var waiters: [UnsafeContinuation<TransferOutput, any Error>] = []
+    }
+
+    /// The result, by reference: a transfer spends its life without one, and held inline it
+    /// would take 250 bytes of every transfer in flight.
+    private final class Published: Sendable {
+        let result: Result<TransferOutput, any Error>
+        init(_ result: Result<TransferOutput, any Error>) { self.result = result }
     }
 
     let driver: CurlDriver
@@ -125,7 +132,7 @@ final class Transfer: @unchecked Sendable {
             state -> (TransferStateMachine.CancelAction, [UnsafeContinuation<TransferOutput, any Error>]) in
             let action = state.machine.cancel()
             guard action != .none else { return (action, []) }
-            state.result = .failure(CancellationError())
+            state.result = Published(.failure(CancellationError()))
             defer { state.waiters = [] }
             return (action, state.waiters)
         }
@@ -176,7 +183,7 @@ final class Transfer: @unchecked Sendable {
     private func waitForResult() async throws -> TransferOutput {
         try await withUnsafeThrowingContinuation { continuation in
             let ready = lifecycle.withLock { state -> Result<TransferOutput, any Error>? in
-                if let result = state.result { return result }
+                if let published = state.result { return published.result }
                 state.waiters.append(continuation)
                 return nil
             }
@@ -195,7 +202,7 @@ final class Transfer: @unchecked Sendable {
         EngineThread.check(driver, "Transfer.complete")
         let waiters = lifecycle.withLock { state -> [UnsafeContinuation<TransferOutput, any Error>]? in
             guard state.machine.complete() == .deliver else { return nil }
-            state.result = result
+            state.result = Published(result)
             defer { state.waiters = [] }
             return state.waiters
         }

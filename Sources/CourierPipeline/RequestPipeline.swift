@@ -78,6 +78,8 @@ package final class RequestPipeline: Sendable {
     package let credentials: CredentialStore
     package let proxies: ProxySettings
     package let transferOptions: TransferOptions
+    /// `transferOptions`, shared by every request that does not change them.
+    private let sharedTransferOptions: SharedTransferOptions
     package let interceptors: [any RequestInterceptor]
     package let monitors: EventMonitorGroup?
     /// Hosts reached over https only (`Strict-Transport-Security`); nil when the session
@@ -98,6 +100,7 @@ package final class RequestPipeline: Sendable {
         self.credentials = credentials
         self.proxies = proxies
         self.transferOptions = transferOptions
+        self.sharedTransferOptions = SharedTransferOptions(transferOptions)
         self.interceptors = interceptors
         self.monitors = EventMonitorGroup(monitors)
     }
@@ -426,7 +429,7 @@ package final class RequestPipeline: Sendable {
     @inline(never)
     private func send(_ state: Attempt) async throws {
         let transfer = start(state)
-        Self.keep(try await transfer.value(), in: state)
+        Self.keep(try await transfer.value(cancelsWithCaller: true), in: state)
     }
 
     /// The attempt's transfer, made, registered, announced and started.
@@ -456,9 +459,9 @@ package final class RequestPipeline: Sendable {
     }
 
     /// The transfer options of one call: the session's, with the call's own choices.
-    package func options(for call: RequestCall) -> TransferOptions {
+    package func options(for call: RequestCall) -> SharedTransferOptions {
         let choices = call.options
-        guard choices.changesTransfer else { return transferOptions }
+        guard choices.changesTransfer else { return sharedTransferOptions }
         var options = transferOptions
         if let handlesCookies = choices.handlesCookies { options.handlesCookies = handlesCookies }
         if let timeout = choices.requestTimeout { options.idleTimeout = timeout }
@@ -468,7 +471,7 @@ package final class RequestPipeline: Sendable {
             options.followRedirects = redirects.follows
             options.maximumRedirects = redirects.maximum
         }
-        return options
+        return SharedTransferOptions(options)
     }
 
     /// The credentials of a request: for the server (each for one origin: the request's own,

@@ -21,8 +21,12 @@ package struct TransferRequest: Sendable {
     package var credentials: [ScopedCredential] = []
     /// Authenticate with the proxy with this (kept across redirects: the proxy stays the same).
     package var proxyCredential: Credential?
-    /// Limits, timeouts and protocol choices.
-    package var options: TransferOptions
+    /// Limits, timeouts and protocol choices, shared by reference (see `SharedTransferOptions`).
+    package var sharedOptions: SharedTransferOptions
+    /// Limits, timeouts and protocol choices, read in place (no copy of the whole set).
+    package var options: TransferOptions {
+        _read { yield sharedOptions.value }
+    }
     /// Told about response heads and redirects (when the session has event monitors).
     package var observer: (any TransferObserver)?
     /// Whether a failure ends the progress streams. False when the pipeline may try the
@@ -37,11 +41,16 @@ package struct TransferRequest: Sendable {
     package var redirectHandler: (@Sendable (RedirectHop) -> HTTPRequest?)?
 
     /// A request with no credentials, buffers of the default size and no observer.
-    package init(head: HTTPRequest, urlString: String, body: RequestBody?, options: TransferOptions) {
+    package init(head: HTTPRequest, urlString: String, body: RequestBody?, options: SharedTransferOptions) {
         self.head = head
         self.urlString = urlString
         self.body = body
-        self.options = options
+        self.sharedOptions = options
+    }
+
+    /// A request with options of its own.
+    package init(head: HTTPRequest, urlString: String, body: RequestBody?, options: TransferOptions) {
+        self.init(head: head, urlString: urlString, body: body, options: SharedTransferOptions(options))
     }
 
     /// The URL, parsed on demand (error messages, redirects): the request path never parses it.
@@ -95,6 +104,25 @@ public struct RedirectHop: Sendable {
 }
 
 /// Per-transfer settings derived from the session configuration.
+/// Transfer options shared by reference: every request of a session carries the session's
+/// (unless the call changes one), so a request, and each copy of it the pipeline and the
+/// engine keep, holds a pointer instead of the 250-byte set and its dozen references.
+/// Immutable.
+package final class SharedTransferOptions: Sendable {
+    /// The options.
+    package let value: TransferOptions
+
+    /// Shares `value`.
+    package init(_ value: TransferOptions) {
+        self.value = value
+    }
+
+    /// Whether the two sets are equal: at once when they are the same object.
+    package func isEqual(to other: SharedTransferOptions) -> Bool {
+        self === other || value == other.value
+    }
+}
+
 package struct TransferOptions: Sendable, Equatable {
     /// libcurl's defaults, as Courier sets them.
     package init() {}
