@@ -73,7 +73,29 @@ void courier_curl_free(void *pointer) { free(pointer); }
 
 char *courier_curl_strdup(const char *string) { return strdup(string); }
 
+/* Whether OpenSSL was told to leave its state in place at exit (see courier_global_init). */
+static bool courier_openssl_kept_at_exit;
+
+/* OpenSSL frees its global state (locks, providers) in an atexit handler, unless the first
+ * initialisation in the process asks it not to. A program that returns from main while an
+ * engine thread is still inside OpenSSL (closing the connections of its last requests, after
+ * the program has its responses) would then crash there, in a lock already destroyed:
+ * seen in two of 150 exits after a thousand new HTTPS connections each. The process's memory
+ * goes at exit anyway. Looked up at run time: libcurl brought OpenSSL into the process (a
+ * libcurl built on another TLS library has no such symbol, and nothing is done). */
+static void courier_keep_openssl_at_exit(void) {
+    typedef int (*courier_init_crypto)(uint64_t options, const void *settings);
+    courier_init_crypto init = (courier_init_crypto)dlsym(RTLD_DEFAULT, "OPENSSL_init_crypto");
+    const uint64_t no_atexit = 0x00080000L; /* OPENSSL_INIT_NO_ATEXIT, OpenSSL 1.1.1 and later */
+    courier_openssl_kept_at_exit = init != NULL && init(no_atexit, NULL) == 1;
+}
+
+bool courier_openssl_kept_at_exit_state(void) {
+    return courier_openssl_kept_at_exit;
+}
+
 CURLcode courier_global_init(void) {
+    courier_keep_openssl_at_exit();
     return curl_global_init_mem(CURL_GLOBAL_DEFAULT, courier_curl_malloc, courier_curl_free, courier_curl_realloc,
                                 courier_curl_strdup, courier_curl_calloc);
 }

@@ -13,6 +13,13 @@ package enum CurlRuntime {
         courier_global_init() == CURLE_OK
     }()
 
+    /// Whether OpenSSL keeps its global state at exit (see `courier_global_init`): true with
+    /// an OpenSSL libcurl, once libcurl is initialized.
+    static var keepsOpenSSLAtExit: Bool {
+        _ = initialized
+        return courier_openssl_kept_at_exit_state()
+    }
+
     /// libcurl's version string, e.g. `7.88.1`.
     package static let version = String(cString: courier_libcurl_version())
 

@@ -7,6 +7,7 @@
 #define COURIER_CCURLSHIM_H
 
 #include <curl/curl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -280,6 +281,11 @@ void courier_copy_bytes(void *destination, const void *source, size_t count);
 /// `courier_page_aligned_minimum` bytes or more start on a page boundary. A no-op for the
 /// allocator when libcurl was initialised already (by another library in the process).
 CURLcode courier_global_init(void);
+
+/// Whether `courier_global_init` told OpenSSL to keep its global state at exit
+/// (`OPENSSL_INIT_NO_ATEXIT`), so that an engine thread still inside OpenSSL when the program
+/// exits does not crash; false when libcurl uses another TLS library.
+bool courier_openssl_kept_at_exit_state(void);
 
 /// Allocations of this size or more made by libcurl start on a page boundary: its receive
 /// and send buffers (256 KiB for Courier's large transfers). The kernel copies data between
