@@ -24,7 +24,26 @@ extension HTTPSessionManager {
         _ call: Call, serializer: Serializer, reporters: TransferReporters? = nil,
         register: (@Sendable (any TransportTransfer) -> Void)? = nil
     ) async throws -> DataResponse<Serializer.Value> {
-        let prepared = try prepareForPipeline(call, sink: nil)
+        try await perform(
+            prepareForPipeline(call, sink: nil), serializer: serializer, reporters: reporters, register: register)
+    }
+
+    /// A data call prepared from its parts. Synchronous and not inlined, so that the call's
+    /// parts stay out of the frames of the async functions that wait for the response.
+    @inline(never)
+    nonisolated func prepared(
+        _ method: HTTPRequest.Method, _ path: String, parameters: JSON?, headers: [String: String],
+        options: RequestOptions
+    ) throws -> PreparedRequest {
+        try prepareForPipeline(
+            Call(method: method, path: path, parameters: parameters, headers: headers, options: options), sink: nil)
+    }
+
+    /// Sends, processes and serializes one prepared call.
+    nonisolated func perform<Serializer: ResponseSerializer>(
+        _ prepared: PreparedRequest, serializer: Serializer, reporters: TransferReporters? = nil,
+        register: (@Sendable (any TransportTransfer) -> Void)? = nil
+    ) async throws -> DataResponse<Serializer.Value> {
         var value: Serializer.Value?
         let raw = try await pipeline.perform(
             prepared, hooks: self, reporters: reporters, register: register,

@@ -23,8 +23,7 @@ extension HTTPSessionManager {
         options: RequestOptions = RequestOptions(), serializer: Serializer
     ) async throws -> DataResponse<Serializer.Value> {
         try await perform(
-            Call(method: method, path: path, parameters: parameters, headers: headers, options: options),
-            serializer: serializer)
+            prepared(method, path, parameters: parameters, headers: headers, options: options), serializer: serializer)
     }
 
     /// Sends a request with a raw body (no parameter encoding) and returns the whole response.
