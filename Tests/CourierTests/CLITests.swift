@@ -11,11 +11,22 @@ import Testing
     }
 
     static func courier(_ arguments: [String], in directory: URL? = nil) throws -> Run {
-        let binary = TestServers.repositoryRoot.appendingPathComponent(".build/debug/courier")
+        try run(courierBinary, arguments, in: directory)
+    }
+
+    static let courierBinary = TestServers.repositoryRoot.appendingPathComponent(".build/debug/courier")
+
+    /// Runs `executable` to its end; `environment` is added to this process's.
+    static func run(
+        _ executable: URL, _ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:]
+    ) throws -> Run {
         let process = Process()
-        process.executableURL = binary
+        process.executableURL = executable
         process.arguments = arguments
         if let directory { process.currentDirectoryURL = directory }
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out
@@ -27,6 +38,24 @@ import Testing
         return Run(
             status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
             stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
+    /// The README's first command: `scripts/demo` runs a GET, a JSON POST, a download, a resumed
+    /// download and an upload against a server it starts on loopback, and checks each. It runs
+    /// in a network namespace of its own (`unshare -n`: loopback and nothing else), so it
+    /// cannot have reached anything beyond this machine; where no namespace can be made, as
+    /// itself.
+    @Test func theDemoRunsWithTheNetworkCutOff() throws {
+        let root = TestServers.repositoryRoot
+        let demo = root.appendingPathComponent("scripts/demo").path
+        let env = URL(fileURLWithPath: "/usr/bin/env")
+        let isolated = (try? Self.run(env, ["unshare", "-n", "true"]).status) == 0
+        let arguments =
+            isolated ? ["unshare", "-n", "sh", "-c", "ip link set lo up && exec \"$0\"", demo] : [demo]
+        let run = try Self.run(env, arguments, in: root, environment: ["COURIER_BIN": Self.courierBinary.path])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("the server saw one Range request: bytes=1500000-"))
+        #expect(run.stdout.contains("Done: a GET, a JSON POST, a download, a resumed download and an upload"))
     }
 
     @Test func itSendsJSONFieldsAndPrettyPrintsTheReply() async throws {
