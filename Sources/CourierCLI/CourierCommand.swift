@@ -95,6 +95,25 @@ struct CourierCommand: AsyncParsableCommand {
     @Flag(name: [.customShort("c"), .long], help: "Resume an interrupted download of --output.")
     var `continue` = false
 
+    @Option(name: .long, help: "USER:PASSWORD for the server (Basic, sent with the first request).")
+    var auth: String?
+
+    @Option(name: .long, help: "A bearer token, sent as Authorization: Bearer TOKEN.")
+    var bearer: String?
+
+    @Option(name: .long, help: "Send through this proxy, e.g. http://user:password@proxy.example:3128.")
+    var proxy: String?
+
+    @Option(
+        name: .long,
+        help:
+            "Retry a failed idempotent request up to N times (cannot connect, timed out, connection lost, 408, 429, 5xx)."
+    )
+    var retry = 0
+
+    @Flag(name: .long, help: "Print the request that would be sent, and send nothing.")
+    var offline = false
+
     func validate() throws {
         if form && json { throw ValidationError("--form and --json exclude each other") }
         if arguments.isEmpty { throw ValidationError("Missing URL") }
@@ -106,10 +125,31 @@ struct CourierCommand: AsyncParsableCommand {
             throw ValidationError("--output and --continue go with --download")
         }
         if key != nil && cert == nil { throw ValidationError("--key goes with --cert") }
+        if let auth, Self.userAndPassword(auth) == nil { throw ValidationError("--auth takes USER:PASSWORD") }
+        if auth != nil && bearer != nil { throw ValidationError("--auth and --bearer exclude each other") }
+        if let proxy, Self.proxyURL(proxy) == nil {
+            throw ValidationError("--proxy takes an http:// or https:// URL, not '\(proxy)'")
+        }
+        if !(0...100).contains(retry) { throw ValidationError("--retry takes 0 to 100") }
+        if offline && download { throw ValidationError("--offline sends nothing: not with --download") }
         if let tlsMin, Self.tlsVersion(tlsMin) == nil { throw ValidationError("--tls-min takes 1.2 or 1.3") }
         for line in resolve where Self.addressOverride(line) == nil {
             throw ValidationError("--resolve takes HOST:PORT:ADDRESS, not '\(line)'")
         }
+    }
+
+    /// `user:password` split at the first colon (the password may hold colons).
+    static func userAndPassword(_ text: String) -> (user: String, password: String)? {
+        guard let colon = text.firstIndex(of: ":"), colon != text.startIndex else { return nil }
+        return (String(text[..<colon]), String(text[text.index(after: colon)...]))
+    }
+
+    /// An http(s) URL with a host.
+    static func proxyURL(_ text: String) -> URL? {
+        guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
+            url.host?.isEmpty == false
+        else { return nil }
+        return url
     }
 
     static func tlsVersion(_ text: String) -> TLSVersion? {
@@ -147,6 +187,19 @@ struct CourierCommand: AsyncParsableCommand {
         configuration.unixSocketPath = unixSocket
         configuration.addressOverrides = resolve.compactMap(Self.addressOverride)
         if http2 { configuration.httpVersion = .http2 }
+        if let bearer { configuration.additionalHeaders["Authorization"] = "Bearer \(bearer)" }
+        if let proxy { configuration.proxy = Self.proxyURL(proxy) }
+        if retry > 0 { configuration.interceptors.append(RetryPolicy(maximumAttempts: retry + 1)) }
+    }
+
+    /// `--auth`'s credential in the manager's store, for the URL's origin: sent with the first
+    /// request (Basic) and with any other request the command makes there.
+    func storeCredential(in api: HTTPSessionManager, for url: String) throws {
+        guard let auth, let (user, password) = Self.userAndPassword(auth) else { return }
+        guard let target = URL(string: url), let space = ProtectionSpace(url: target) else {
+            throw ValidationError("--auth needs a URL with a host, not '\(url)'")
+        }
+        api.credentials.set(Credential(user: user, password: password, sendsPreemptively: true), for: space)
     }
 
     func run() async throws {
@@ -160,7 +213,9 @@ struct CourierCommand: AsyncParsableCommand {
         configuration.requestTimeout = .milliseconds(Int(timeout * 1000))
         configuration.followsRedirects = !noFollow
         apply(to: &configuration, host: URL(string: invocation.url)?.host)
+        if offline { configuration.interceptors.append(OfflineInterceptor()) }
         let api = HTTPSessionManager(configuration: configuration)
+        try storeCredential(in: api, for: invocation.url)
         if download {
             try await Downloader(api: api, invocation: invocation, output: output, resumes: `continue`).run()
             return
@@ -175,13 +230,30 @@ struct CourierCommand: AsyncParsableCommand {
             } else {
                 uploads = false
             }
-            let response = try await invocation.send(with: api, progress: uploads ? ProgressDisplay() : nil)
+            if offline {
+                var request = try await OfflineInterceptor.request(of: invocation, with: api)
+                // libcurl adds --auth's header when it sends; shown here as it would go.
+                if let auth {
+                    request.headerFields[.authorization] = "Basic " + Data(auth.utf8).base64EncodedString()
+                }
+                output.printRequest(request, body: invocation.bodyDescription)
+                return
+            }
+            let response = try await invocation.send(
+                with: api, progress: uploads ? ProgressDisplay() : nil,
+                failing: retry > 0 ? RetryPolicy.transientStatusCodes : [])
             if verbose { output.printRequest(response.request, body: invocation.bodyDescription) }
             output.printResponse(response, verbose: verbose)
             if checkStatus, let code = Self.exitCode(for: response.status) {
                 throw ExitCode(code)
             }
         } catch let error as CourierError {
+            if retry > 0, case .unacceptableStatusCode(let context) = error, let response = context.response {
+                // The last attempt's answer, once the retries are spent: shown as any response.
+                output.printResponse(response, body: context.body ?? Data(), httpVersion: "", verbose: verbose)
+                if checkStatus, let code = Self.exitCode(for: response.status) { throw ExitCode(code) }
+                return
+            }
             output.printError(error)
             throw ExitCode(Self.exitCode(for: error))
         }

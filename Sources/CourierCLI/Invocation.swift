@@ -103,10 +103,13 @@ struct Invocation {
         }
     }
 
-    /// Sends the request; any status is a response here (`--check-status` judges it later).
-    /// Uploads report their progress to `progress`.
-    func send(with api: HTTPSessionManager, progress: ProgressDisplay?) async throws -> DataResponse<Data> {
-        let serializer = DataResponseSerializer(acceptableStatusCodes: 100..<1000)
+    /// Sends the request; any status is a response here (`--check-status` judges it later),
+    /// except those in `failing`, which fail the attempt (so that `--retry` sees them; the last
+    /// one's response then arrives as the error's). Uploads report their progress to `progress`.
+    func send(
+        with api: HTTPSessionManager, progress: ProgressDisplay?, failing: Set<Int> = []
+    ) async throws -> DataResponse<Data> {
+        let serializer = DataResponseSerializer(acceptableStatusCodes: (100..<1000).filter { !failing.contains($0) })
         let upload: UploadBody
         switch body {
         case .none:

@@ -15,14 +15,20 @@ struct TerminalOutput {
     }
 
     func printResponse(_ response: DataResponse<Data>, verbose: Bool) {
+        printResponse(
+            response.response, body: response.data, httpVersion: response.metrics.httpVersion, verbose: verbose)
+    }
+
+    /// The head (with `verbose`) and the body of a response; `httpVersion` empty for 1.1.
+    func printResponse(_ response: HTTPResponse, body: Data, httpVersion: String, verbose: Bool) {
         if verbose {
-            let version = response.metrics.httpVersion.isEmpty ? "1.1" : response.metrics.httpVersion
+            let version = httpVersion.isEmpty ? "1.1" : httpVersion
             var text = "HTTP/\(version) \(response.status.code) \(response.status.reasonPhrase)\n"
             for field in response.headerFields { text += "\(field.name.rawName): \(field.value)\n" }
             write(text + "\n")
         }
-        guard !response.data.isEmpty else { return }
-        let rendered = Self.render(response.data, contentType: response.headerFields[.contentType])
+        guard !body.isEmpty else { return }
+        let rendered = Self.render(body, contentType: response.headerFields[.contentType])
         write(rendered.hasSuffix("\n") ? rendered : rendered + "\n")
     }
 

@@ -58,6 +58,71 @@ import Testing
         #expect(run.stdout.contains("Done: a GET, a JSON POST, a download, a resumed download and an upload"))
     }
 
+    @Test func authSendsBasicCredentialsWithTheFirstRequest() async throws {
+        let fault = try await TestServers.fault()
+        let name = "cli-auth-\(UUID().uuidString.prefix(8))"
+        let url = fault.appendingPathComponent("auth-required/\(name)").absoluteString
+        let run = try Self.courier(["--auth", "user:secret", url])
+        #expect(run.status == 0)
+        #expect(try JSON(parsing: run.stdout)["authenticated"] == true)
+        // One request, already carrying the credentials (no 401 first).
+        let authorizations = try await RetryTests.stats(name)["authorizations"]
+        #expect(authorizations == .array([.string("Basic \(Data("user:secret".utf8).base64EncodedString())")]))
+        #expect(try Self.courier(["--auth", "nocolon", url]).status != 0)
+    }
+
+    @Test func bearerSendsTheToken() async throws {
+        let fault = try await TestServers.fault()
+        let url = fault.appendingPathComponent("bearer/cli-bearer-\(UUID().uuidString.prefix(8))").absoluteString
+        let run = try Self.courier(["--check-status", "--bearer", "fresh", url])
+        #expect(run.status == 0)
+        #expect(try JSON(parsing: run.stdout)["authenticated"] == true)
+        #expect(try Self.courier(["--check-status", "--bearer", "stale", url]).status == 4)
+    }
+
+    @Test func proxySendsThroughTheProxyWithItsCredentials() async throws {
+        let fault = try await TestServers.fault()
+        let proxy = "http://courier:proxy-secret@127.0.0.1:\(fault.port!)"
+        // example.test is never resolved: the request goes to the proxy, in absolute form.
+        let run = try Self.courier(["--proxy", proxy, "http://example.test/anything"])
+        #expect(run.status == 0)
+        let reply = try JSON(parsing: run.stdout)
+        #expect(reply["proxied"] == "http://example.test/anything")
+        #expect(
+            reply["proxyAuthorization"] == .string("Basic \(Data("courier:proxy-secret".utf8).base64EncodedString())"))
+        #expect(try Self.courier(["--proxy", "ftp://127.0.0.1", "http://example.test/"]).status != 0)
+    }
+
+    @Test func retryTriesAgainAfterTransientStatuses() async throws {
+        let fault = try await TestServers.fault()
+        func flaky(_ fails: Int) -> String {
+            fault.appendingPathComponent("flaky/cli-retry-\(UUID().uuidString.prefix(8))").absoluteString
+                + "?fail=\(fails)"
+        }
+        let retried = try Self.courier(["--retry", "2", "--check-status", flaky(2)])
+        #expect(retried.status == 0)
+        #expect(try JSON(parsing: retried.stdout)["attempt"] == 3)
+        // Retries spent: the last answer is printed, and judged, as any response.
+        let spent = try Self.courier(["--retry", "1", "--check-status", flaky(3)])
+        #expect(spent.status == 5)
+        #expect(spent.stdout == "flaky 2\n")
+        #expect(try Self.courier(["--check-status", flaky(1)]).status == 5)
+    }
+
+    @Test func offlinePrintsTheRequestAndSendsNothing() async throws {
+        let fault = try await TestServers.fault()
+        let name = "cli-offline-\(UUID().uuidString.prefix(8))"
+        let url = fault.appendingPathComponent("flaky/\(name)").absoluteString
+        let run = try Self.courier(["--offline", "--auth", "u:p", "POST", url, "name=Ada", "X-Demo:yes"])
+        #expect(run.status == 0)
+        #expect(run.stdout.hasPrefix("POST /flaky/\(name) HTTP/1.1\nHost: 127.0.0.1:\(fault.port!)\n"))
+        #expect(run.stdout.contains("\nX-Demo: yes\n"))
+        #expect(run.stdout.contains("\nContent-Type: application/json\n"))
+        #expect(run.stdout.contains("\nAuthorization: Basic dTpw\n"))
+        #expect(run.stdout.contains("\"name\": \"Ada\""))
+        #expect(try await RetryTests.stats(name)["requests"] == 0)
+    }
+
     @Test func itSendsJSONFieldsAndPrettyPrintsTheReply() async throws {
         let httpbin = try await TestServers.httpbin()
         let run = try Self.courier([
