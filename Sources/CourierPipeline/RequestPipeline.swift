@@ -250,9 +250,10 @@ package final class RequestPipeline: Sendable {
     /// the cache again, `process(_:)`.
     ///
     /// What the attempt needs across its suspension points lives in one `Attempt` object built
-    /// synchronously: an async function's frame holds every value that lives across an
-    /// `await`, and with the request, its options, the cache lookup and the credentials held
-    /// by value this frame was 14 KB, allocated anew for every request's task.
+    /// synchronously (`plan`), and the work before and after each wait is in functions of its
+    /// own: an async function's frame holds every value that lives across an `await`, and the
+    /// temporaries of what is inlined into it. With all of it inline this frame was over
+    /// 10 KB, allocated anew for every request's task; it is about 1.6 KB.
     @inline(never)
     private func attemptOnce(
         _ prepared: PreparedRequest, adapted: HTTPRequest, hooks: any SessionHooks, requestID: UInt64,
