@@ -114,6 +114,11 @@ struct CourierCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Print the request that would be sent, and send nothing.")
     var offline = false
 
+    @Option(
+        name: .long,
+        help: "Keep cookies, --auth and --bearer between runs under this name, for the URL's host.")
+    var session: String?
+
     func validate() throws {
         if form && json { throw ValidationError("--form and --json exclude each other") }
         if arguments.isEmpty { throw ValidationError("Missing URL") }
@@ -170,7 +175,7 @@ struct CourierCommand: AsyncParsableCommand {
     }
 
     /// The session's TLS, socket and protocol choices from the options.
-    func apply(to configuration: inout HTTPSessionConfiguration, host: String?) {
+    func apply(to configuration: inout HTTPSessionConfiguration, host: String?, bearer: String?) {
         configuration.verifiesTLSCertificates = !insecure
         if let cacert { configuration.tls.certificateAuthorityFile = URL(fileURLWithPath: cacert) }
         if let cert {
@@ -194,7 +199,7 @@ struct CourierCommand: AsyncParsableCommand {
 
     /// `--auth`'s credential in the manager's store, for the URL's origin: sent with the first
     /// request (Basic) and with any other request the command makes there.
-    func storeCredential(in api: HTTPSessionManager, for url: String) throws {
+    func storeCredential(_ auth: String?, in api: HTTPSessionManager, for url: String) throws {
         guard let auth, let (user, password) = Self.userAndPassword(auth) else { return }
         guard let target = URL(string: url), let space = ProtectionSpace(url: target) else {
             throw ValidationError("--auth needs a URL with a host, not '\(url)'")
@@ -209,13 +214,44 @@ struct CourierCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError("\(error)")
         }
+        // --session: what the last run kept, with this run's --auth or --bearer in its place.
+        var kept: (file: URL, session: CLISession)?
+        if let session {
+            let file = try CLISession.file(name: session, url: invocation.url)
+            var stored = try CLISession.load(from: file)
+            if let auth { (stored.auth, stored.bearer) = (auth, nil) }
+            if let bearer { (stored.auth, stored.bearer) = (nil, bearer) }
+            kept = (file, stored)
+        }
+        let auth = kept?.session.auth ?? auth
         var configuration = HTTPSessionConfiguration.ephemeral
         configuration.requestTimeout = .milliseconds(Int(timeout * 1000))
         configuration.followsRedirects = !noFollow
-        apply(to: &configuration, host: URL(string: invocation.url)?.host)
+        apply(to: &configuration, host: URL(string: invocation.url)?.host, bearer: kept?.session.bearer ?? bearer)
         if offline { configuration.interceptors.append(OfflineInterceptor()) }
         let api = HTTPSessionManager(configuration: configuration)
-        try storeCredential(in: api, for: invocation.url)
+        try storeCredential(auth, in: api, for: invocation.url)
+        await kept?.session.restoreCookies(into: api)
+        do {
+            try await send(invocation, with: api, auth: auth)
+        } catch {
+            try await keep(&kept, of: api)
+            throw error
+        }
+        try await keep(&kept, of: api)
+    }
+
+    /// Writes the session file with the cookies `api` has now (nothing without `--session`).
+    func keep(_ kept: inout (file: URL, session: CLISession)?, of api: HTTPSessionManager) async throws {
+        guard let file = kept?.file, var session = kept?.session else { return }
+        await session.keepCookies(of: api)
+        try session.save(to: file)
+        kept = (file, session)
+    }
+
+    /// Sends the request (or, `--offline`, prints it) and prints the answer; `auth` is the
+    /// credential in use, from the command line or the session.
+    func send(_ invocation: Invocation, with api: HTTPSessionManager, auth: String?) async throws {
         if download {
             try await Downloader(api: api, invocation: invocation, output: output, resumes: `continue`).run()
             return

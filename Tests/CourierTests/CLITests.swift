@@ -123,6 +123,38 @@ import Testing
         #expect(try await RetryTests.stats(name)["requests"] == 0)
     }
 
+    @Test func sessionKeepsCookiesAndCredentialsBetweenRuns() async throws {
+        let httpbin = try await TestServers.httpbin()
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("cli-session-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: config) }
+        func courier(_ arguments: [String]) throws -> Run {
+            try Self.run(Self.courierBinary, arguments, environment: ["XDG_CONFIG_HOME": config.path])
+        }
+        let name = "s-\(UUID().uuidString.prefix(8))"
+        // A session cookie set in one run (through a redirect) goes with the next run's request.
+        let set = try courier([
+            "--session", name, httpbin.appendingPathComponent("cookies/set").absoluteString + "?flavor=oat",
+        ])
+        #expect(set.status == 0)
+        let cookies = httpbin.appendingPathComponent("cookies").absoluteString
+        #expect(try JSON(parsing: courier(["--session", name, cookies]).stdout)["cookies"] == ["flavor": "oat"])
+        #expect(try JSON(parsing: courier(["--session", "other-\(name)", cookies]).stdout)["cookies"] == [:])
+        #expect(try JSON(parsing: Self.courier([cookies]).stdout)["cookies"] == [:])
+        // --auth given once is kept for the later runs of the session.
+        let protected = httpbin.appendingPathComponent("basic-auth/ada/secret").absoluteString
+        #expect(try courier(["--session", name, "--check-status", "--auth", "ada:secret", protected]).status == 0)
+        #expect(try courier(["--session", name, "--check-status", protected]).status == 0)
+        #expect(try courier(["--session", "other-\(name)", "--check-status", protected]).status == 4)
+        // One file per host and name, readable by its owner only.
+        let files = try FileManager.default.subpathsOfDirectory(atPath: config.path).filter {
+            URL(fileURLWithPath: $0).lastPathComponent == "\(name).json"
+        }
+        #expect(files.count == 1)
+        let attributes = try FileManager.default.attributesOfItem(atPath: config.appendingPathComponent(files[0]).path)
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        #expect(try courier(["--session", "../escape", cookies]).status != 0)
+    }
+
     @Test func itSendsJSONFieldsAndPrettyPrintsTheReply() async throws {
         let httpbin = try await TestServers.httpbin()
         let run = try Self.courier([
