@@ -119,6 +119,11 @@ struct CourierCommand: AsyncParsableCommand {
         help: "Keep cookies, --auth and --bearer between runs under this name, for the URL's host.")
     var session: String?
 
+    @Option(
+        name: [.customShort("p"), .customLong("print")],
+        help: "What to print: H request head, B request body, h response head, b response body (default b; -v: HBhb).")
+    var printedParts: String?
+
     func validate() throws {
         if form && json { throw ValidationError("--form and --json exclude each other") }
         if arguments.isEmpty { throw ValidationError("Missing URL") }
@@ -136,6 +141,9 @@ struct CourierCommand: AsyncParsableCommand {
             throw ValidationError("--proxy takes an http:// or https:// URL, not '\(proxy)'")
         }
         if !(0...100).contains(retry) { throw ValidationError("--retry takes 0 to 100") }
+        if let printedParts, PrintedParts(letters: printedParts) == nil {
+            throw ValidationError("--print takes letters of HBhb, not '\(printedParts)'")
+        }
         if offline && download { throw ValidationError("--offline sends nothing: not with --download") }
         if let tlsMin, Self.tlsVersion(tlsMin) == nil { throw ValidationError("--tls-min takes 1.2 or 1.3") }
         for line in resolve where Self.addressOverride(line) == nil {
@@ -256,7 +264,8 @@ struct CourierCommand: AsyncParsableCommand {
             try await Downloader(api: api, invocation: invocation, output: output, resumes: `continue`).run()
             return
         }
-        let output = TerminalOutput()
+        var output = TerminalOutput()
+        output.parts = printedParts.flatMap(PrintedParts.init(letters:)) ?? (verbose ? .everything : .body)
         do {
             let uploads: Bool
             if case .file = invocation.body {
@@ -272,21 +281,22 @@ struct CourierCommand: AsyncParsableCommand {
                 if let auth {
                     request.headerFields[.authorization] = "Basic " + Data(auth.utf8).base64EncodedString()
                 }
+                output.parts = PrintedParts(requestHead: true, requestBody: true)
                 output.printRequest(request, body: invocation.bodyDescription)
                 return
             }
             let response = try await invocation.send(
                 with: api, progress: uploads ? ProgressDisplay() : nil,
                 failing: retry > 0 ? RetryPolicy.transientStatusCodes : [])
-            if verbose { output.printRequest(response.request, body: invocation.bodyDescription) }
-            output.printResponse(response, verbose: verbose)
+            if output.parts.printsRequest { output.printRequest(response.request, body: invocation.bodyDescription) }
+            output.printResponse(response)
             if checkStatus, let code = Self.exitCode(for: response.status) {
                 throw ExitCode(code)
             }
         } catch let error as CourierError {
             if retry > 0, case .unacceptableStatusCode(let context) = error, let response = context.response {
                 // The last attempt's answer, once the retries are spent: shown as any response.
-                output.printResponse(response, body: context.body ?? Data(), httpVersion: "", verbose: verbose)
+                output.printResponse(response, body: context.body ?? Data(), httpVersion: "")
                 if checkStatus, let code = Self.exitCode(for: response.status) { throw ExitCode(code) }
                 return
             }

@@ -155,6 +155,46 @@ import Testing
         #expect(try courier(["--session", "../escape", cookies]).status != 0)
     }
 
+    @Test func printChoosesThePartsOfTheExchange() async throws {
+        let fault = try await TestServers.fault()
+        let url = fault.appendingPathComponent("echo").absoluteString
+        let heads = try Self.courier(["-p", "Hh", "POST", url, "name=Ada"])
+        #expect(heads.status == 0)
+        #expect(heads.stdout.hasPrefix("POST /echo HTTP/1.1\n"))
+        #expect(heads.stdout.contains("\nHTTP/1.1 200 OK\n"))
+        #expect(!heads.stdout.contains("\"Ada\""))
+        #expect(!heads.stdout.contains("bodyLength"))
+        let bodies = try Self.courier(["--print", "Bb", "POST", url, "name=Ada"])
+        #expect(bodies.stdout.hasPrefix("{\n  \"name\": \"Ada\"\n}\n\n{\n"))
+        #expect(!bodies.stdout.contains("POST /echo HTTP/1.1") && !bodies.stdout.contains("HTTP/1.1 200 OK"))
+        #expect(bodies.stdout.contains("\"bodyLength\": "))
+        // The default is the response body; -v everything.
+        #expect(try Self.courier([url]).stdout.hasPrefix("{\n  \"bodyLength\": 0,"))
+        let verbose = try Self.courier(["-v", url])
+        #expect(verbose.stdout.hasPrefix("GET /echo HTTP/1.1\n") && verbose.stdout.contains("\nHTTP/1.1 200 OK\n"))
+        #expect(try Self.courier(["-p", "x", url]).status != 0)
+    }
+
+    @Test func jsonIsColoredOnATerminalAndPlainWhenPiped() async throws {
+        let fault = try await TestServers.fault()
+        let url = fault.appendingPathComponent("echo").absoluteString
+        // `script` runs the command on a pseudo-terminal. NO_COLOR emptied: the test runner's
+        // own environment may set it.
+        let terminal = try Self.run(
+            URL(fileURLWithPath: "/usr/bin/script"), ["-qec", "\(Self.courierBinary.path) \(url)", "/dev/null"],
+            environment: ["NO_COLOR": ""])
+        #expect(terminal.stdout.contains("\u{1B}[34m\"method\"\u{1B}[0m: \u{1B}[32m\"GET\"\u{1B}[0m"))
+        #expect(terminal.stdout.contains("\u{1B}[34m\"bodyLength\"\u{1B}[0m: \u{1B}[36m0\u{1B}[0m"))
+        #expect(terminal.stdout.contains("\u{1B}[35mfalse\u{1B}[0m"))
+        let noColor = try Self.run(
+            URL(fileURLWithPath: "/usr/bin/script"), ["-qec", "\(Self.courierBinary.path) \(url)", "/dev/null"],
+            environment: ["NO_COLOR": "1"])
+        #expect(!noColor.stdout.contains("\u{1B}["))
+        let piped = try Self.courier([url])
+        #expect(!piped.stdout.contains("\u{1B}["))
+        #expect(piped.stdout.contains("\"method\": \"GET\""))
+    }
+
     @Test func itSendsJSONFieldsAndPrettyPrintsTheReply() async throws {
         let httpbin = try await TestServers.httpbin()
         let run = try Self.courier([
