@@ -285,6 +285,10 @@ struct CourierCommand: AsyncParsableCommand {
                 output.printRequest(request, body: invocation.bodyDescription)
                 return
             }
+            if case .none = invocation.body, invocation.method == .get, output.parts == .body {
+                try await streamBody(of: invocation, with: api, to: output)
+                return
+            }
             let response = try await invocation.send(
                 with: api, progress: uploads ? ProgressDisplay() : nil,
                 failing: retry > 0 ? RetryPolicy.transientStatusCodes : [])
@@ -294,8 +298,9 @@ struct CourierCommand: AsyncParsableCommand {
                 throw ExitCode(code)
             }
         } catch let error as CourierError {
-            if retry > 0, case .unacceptableStatusCode(let context) = error, let response = context.response {
-                // The last attempt's answer, once the retries are spent: shown as any response.
+            if case .unacceptableStatusCode(let context) = error, let response = context.response {
+                // A status the request did not accept (a streamed body's, or the last answer once
+                // --retry's attempts are spent): shown as any response.
                 output.printResponse(response, body: context.body ?? Data(), httpVersion: "")
                 if checkStatus, let code = Self.exitCode(for: response.status) { throw ExitCode(code) }
                 return
@@ -303,6 +308,23 @@ struct CourierCommand: AsyncParsableCommand {
             output.printError(error)
             throw ExitCode(Self.exitCode(for: error))
         }
+    }
+
+    /// A GET whose body alone is printed goes as a byte stream: an event stream or NDJSON is
+    /// written as it arrives (a line at a time, as the server sends them); any other body is
+    /// gathered and printed whole, as `send` does. A status outside 200..<300 throws
+    /// `unacceptableStatusCode` with the start of the body, printed by the caller.
+    func streamBody(of invocation: Invocation, with api: HTTPSessionManager, to output: TerminalOutput) async throws {
+        let (head, body) = try await api.stream(invocation.method, invocation.url, headers: invocation.headers)
+        let type = head.headerFields[.contentType]?.lowercased() ?? ""
+        let streamed = ["text/event-stream", "application/x-ndjson", "application/ndjson", "application/jsonl"]
+        if streamed.contains(where: type.hasPrefix) {
+            for try await chunk in body { FileHandle.standardOutput.write(chunk) }
+            return
+        }
+        var data = Data()
+        for try await chunk in body { data.append(chunk) }
+        output.printResponse(head, body: data, httpVersion: "")
     }
 
     /// HTTPie's codes: 3, 4 and 5 for 3xx, 4xx and 5xx under `--check-status`.

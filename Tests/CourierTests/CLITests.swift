@@ -195,6 +195,46 @@ import Testing
         #expect(piped.stdout.contains("\"method\": \"GET\""))
     }
 
+    /// An NDJSON body is printed a line at a time, as the server sends them: the first line is
+    /// out while the server still holds the rest (until the test releases it).
+    @Test func anNDJSONBodyIsPrintedAsItArrives() async throws {
+        let fault = try await TestServers.fault()
+        let name = "cli-ndjson-\(UUID().uuidString.prefix(8))"
+        let process = Process()
+        process.executableURL = Self.courierBinary
+        process.arguments = [fault.appendingPathComponent("ndjson/\(name)").absoluteString]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = Pipe()
+        try process.run()
+        var received = Data()
+        while !String(decoding: received, as: UTF8.self).contains("\n") {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            received.append(chunk)
+        }
+        #expect(String(decoding: received, as: UTF8.self) == "{\"n\": 1}\n")
+        #expect(process.isRunning)
+        #expect(try Self.courier([fault.appendingPathComponent("release/\(name)").absoluteString]).status == 0)
+        received.append(out.fileHandleForReading.readDataToEndOfFile())
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        #expect(String(decoding: received, as: UTF8.self) == "{\"n\": 1}\n{\"n\": 2}\n")
+    }
+
+    /// An event stream is written as it arrives, events and all, until the server drops it.
+    @Test func anEventStreamIsPrintedAsItIs() async throws {
+        let fault = try await TestServers.fault()
+        let run = try Self.courier([
+            fault.appendingPathComponent("events/cli-events-\(UUID().uuidString.prefix(8))").absoluteString
+        ])
+        #expect(run.stdout.hasPrefix(": hello comment\n"))
+        #expect(run.stdout.contains("event: greeting\n"))
+        // The server drops the connection after event 3, without the last chunk.
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("connectionLost"))
+    }
+
     @Test func itSendsJSONFieldsAndPrettyPrintsTheReply() async throws {
         let httpbin = try await TestServers.httpbin()
         let run = try Self.courier([

@@ -1094,6 +1094,38 @@ def route_events(conn: Conn, req: Request) -> bool:
     return False
 
 
+# /ndjson/<name>: the events that release each held stream, by name.
+HELD: dict[str, threading.Event] = {}
+HELD_LOCK = threading.Lock()
+
+
+def held_event(name: str) -> threading.Event:
+    with HELD_LOCK:
+        return HELD.setdefault(name, threading.Event())
+
+
+def route_ndjson(conn: Conn, req: Request) -> bool:
+    """NDJSON (`application/x-ndjson`), chunked: the line `{"n": 1}` at once, then nothing
+    until `/release/<name>` is requested (60 s at most), then `{"n": 2}` and the end."""
+    name = req.path[len("/ndjson/"):]
+    read_body(conn, req, None)
+    keep = req.keep_alive
+    conn.send(head_bytes(200, [("Content-Type", "application/x-ndjson"), ("Cache-Control", "no-store"),
+                               ("Transfer-Encoding", "chunked")] + conn_header(req, keep)))
+    for line, wait in ((b'{"n": 1}\n', False), (b'{"n": 2}\n', True)):
+        if wait:
+            held_event(name).wait(60)
+        conn.send(b"%x\r\n" % len(line) + line + b"\r\n")
+    conn.send(b"0\r\n\r\n")
+    return keep
+
+
+def route_release(conn: Conn, req: Request) -> bool:
+    read_body(conn, req, None)
+    held_event(req.path[len("/release/"):]).set()
+    return respond(conn, req, 200, b"released\n")
+
+
 def dispatch(conn: Conn, req: Request) -> bool:
     if req.target.startswith("http://"):
         return route_proxy(conn, req)
@@ -1170,6 +1202,10 @@ def dispatch(conn: Conn, req: Request) -> bool:
         return route_bearer(conn, req)
     if p.startswith("/events/"):
         return route_events(conn, req)
+    if p.startswith("/ndjson/"):
+        return route_ndjson(conn, req)
+    if p.startswith("/release/"):
+        return route_release(conn, req)
     read_body(conn, req, None)
     return respond(conn, req, 404, f"no route for {p}\n".encode())
 
