@@ -77,9 +77,10 @@ package final class RequestPipeline: Sendable {
     package let cachePolicy: CachePolicy
     package let credentials: CredentialStore
     package let proxies: ProxySettings
-    package let transferOptions: TransferOptions
-    /// `transferOptions`, shared by every request that does not change them.
+    /// The session's transfer options, shared by every request that does not change them.
     private let sharedTransferOptions: SharedTransferOptions
+    /// The session's transfer options.
+    package var transferOptions: TransferOptions { sharedTransferOptions.value }
     package let interceptors: [any RequestInterceptor]
     package let monitors: EventMonitorGroup?
     /// Hosts reached over https only (`Strict-Transport-Security`); nil when the session
@@ -99,7 +100,6 @@ package final class RequestPipeline: Sendable {
         self.cachePolicy = cachePolicy
         self.credentials = credentials
         self.proxies = proxies
-        self.transferOptions = transferOptions
         self.sharedTransferOptions = SharedTransferOptions(transferOptions)
         self.interceptors = interceptors
         self.monitors = EventMonitorGroup(monitors)
