@@ -377,8 +377,7 @@ import Testing
         #expect(responses.allSatisfy { $0.value == "hello\n" && $0.metrics.httpVersion == "2" })
         #expect(Set(responses.map(\.metrics.localPort)).count == 1)
         // nginx saw them on one connection too.
-        try await Task.sleep(for: .milliseconds(200))
-        let lines = try servers.accessLog().filter { $0.contains(marker) }
+        let lines = try await servers.accessLogLines(containing: marker, count: 100)
         #expect(lines.count == 100)
         let connections = Set(lines.map { $0.split(separator: " ")[5] })
         #expect(connections.count == 1)
@@ -407,8 +406,7 @@ import Testing
         }
         #expect(responses.count == count)
         #expect(responses.allSatisfy { $0.data.count == 1 << 20 && $0.metrics.httpVersion == "2" })
-        try await Task.sleep(for: .milliseconds(200))
-        let lines = try servers.accessLog().filter { $0.contains(marker) }
+        let lines = try await servers.accessLogLines(containing: marker, count: count)
         #expect(lines.count == count)
         return Set(lines.map { $0.split(separator: " ")[5] }).count
     }
