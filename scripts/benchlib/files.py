@@ -7,9 +7,15 @@ import json
 import random
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from .settings import BenchError
+
+# The certificate's openssl configuration is the test peers' (Tests/Support/serve_nginx.py):
+# one definition of what the local servers present.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "Tests" / "Support"))
+import serve_nginx  # noqa: E402
 
 
 def write_small_json(path: Path, size: int) -> None:
@@ -61,22 +67,6 @@ def write_fixture(path: Path, size: int) -> None:
         raise BenchError(f"could not write the fixture {path}")
 
 
-OPENSSL_CNF = """\
-[req]
-distinguished_name = dn
-x509_extensions = v3
-prompt = no
-
-[dn]
-CN = localhost
-
-[v3]
-subjectAltName = IP:127.0.0.1, DNS:localhost
-basicConstraints = critical, CA:TRUE
-keyUsage = critical, digitalSignature, keyEncipherment, keyCertSign
-extendedKeyUsage = serverAuth
-subjectKeyIdentifier = hash
-"""
 
 
 def make_certificate(directory: Path) -> tuple[Path, Path]:
@@ -85,7 +75,7 @@ def make_certificate(directory: Path) -> tuple[Path, Path]:
     if not shutil.which("openssl"):
         raise BenchError("the https and h2 rows need the openssl command line tool")
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "openssl.cnf").write_text(OPENSSL_CNF)
+    (directory / "openssl.cnf").write_text(serve_nginx.OPENSSL_CONFIG)
     cert, key = directory / "cert.pem", directory / "key.pem"
     command = ["openssl", "req", "-x509", "-config", str(directory / "openssl.cnf"), "-newkey", "ec",
                "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(key), "-out", str(cert),
