@@ -71,6 +71,17 @@ package enum RequestBuilding {
         }
     }
 
+    /// Puts `given` into `fields`: each name in `given` replaces the fields of that name, and
+    /// repeated names keep their order. `Content-Length` and `Transfer-Encoding` are left out:
+    /// the transport frames the body it sends.
+    package static func apply(_ given: HTTPFields, to fields: inout HTTPFields) {
+        var replaced: Set<HTTPField.Name> = []
+        for field in given where field.name != .contentLength && field.name != .transferEncoding {
+            if replaced.insert(field.name).inserted { fields[values: field.name] = [] }
+            fields.append(field)
+        }
+    }
+
     /// Checks a request head after `adapt(_:)` and returns its absolute URL as text. Header
     /// fields need no check (`HTTPField` replaces invalid bytes with spaces); the pseudo-fields
     /// (scheme, authority, path) may have been set to anything.

@@ -12,6 +12,10 @@ package struct RequestCall: Sendable {
     package var path: String
     package var parameters: JSON?
     package var headers: [String: String]
+    /// Header fields given as fields (repeated names kept, in order), after `headers`: each
+    /// name here replaces the session's fields of that name. For requests built elsewhere
+    /// (generated OpenAPI clients).
+    package var fields: HTTPFields?
     /// A body given as is: the request serializer is skipped.
     package var body: RequestBody?
     /// The `Content-Type` of `body`, unless the call's headers set one.

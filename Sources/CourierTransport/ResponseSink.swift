@@ -90,6 +90,9 @@ package final class MemorySink: ResponseSink {
     /// What was collected so far, for error reports.
     package var collected: Data { buffer.copiedData() }
 
+    /// The number of bytes collected so far.
+    package var count: Int { buffer.count }
+
     private func tooLarge(_ head: ResponseHeadParser?) -> CourierError {
         // The transfer adds the URL when it reports the error.
         .responseTooLarge(

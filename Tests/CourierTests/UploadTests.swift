@@ -44,6 +44,29 @@ import Testing
         #expect(echo["headers"]["Content-Type"] == "application/octet-stream")
     }
 
+    @Test func aStreamOfDeclaredLengthIsSentWithContentLength() async throws {
+        let api = try await faultManager()
+        let chunks = (0..<20).map { index in Data(repeating: UInt8(index), count: 50_000) }
+        let stream = AsyncStream<Data> { continuation in
+            for chunk in chunks { continuation.yield(chunk) }
+            continuation.finish()
+        }
+        let echo = try await api.uploadTask(.post, "echo", body: .stream(stream, length: 1_000_000)).value
+        #expect(echo["chunked"] == false)
+        #expect(echo["headers"]["Content-Length"] == "1000000")
+        #expect(echo["sha256"] == .string(SHA256.hex(chunks.reduce(Data(), +))))
+        // A stream that gives more than it declared fails before the server gets a wrong body.
+        let longer = AsyncStream<Data> { continuation in
+            for chunk in chunks { continuation.yield(chunk) }
+            continuation.finish()
+        }
+        let error = await capturedError {
+            _ = try await api.uploadTask(.post, "echo", body: .stream(longer, length: 999_999)).value
+        }
+        #expect(isCourierError(error) { if case .serializationFailed = $0 { true } else { false } })
+        #expect("\(error.map { "\($0)" } ?? "")".contains("more than its declared length of 999999 bytes"))
+    }
+
     @Test func dataUploadsAndGzipCompressedBodies() async throws {
         let api = try await faultManager()
         let body = Data(String(repeating: "compress me ", count: 100_000).utf8)

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import resource
+import select
 import signal
 import socket
 import struct
@@ -576,6 +577,20 @@ def route_malformed_chunked(conn: Conn, req: Request) -> bool:
 def route_silent(conn: Conn, req: Request) -> bool:
     read_body(conn, req, None)
     conn.hold_open()
+    raise ConnectionDone()
+
+
+def route_hold_body(conn: Conn, req: Request) -> bool:
+    """Reads the request head and nothing of the body, never answers, and closes when the
+    client does (SILENT_MAX at most): a client that streams a body must stop reading its
+    source once the socket's buffers are full."""
+    # POLLRDHUP tells that the peer closed even while unread body bytes wait in the buffer.
+    poller = select.poll()
+    poller.register(conn.sock, select.POLLRDHUP | select.POLLHUP | select.POLLERR)
+    deadline = time.monotonic() + SILENT_MAX
+    while time.monotonic() < deadline:
+        if poller.poll(500):
+            break
     raise ConnectionDone()
 
 
@@ -1142,6 +1157,8 @@ def dispatch(conn: Conn, req: Request) -> bool:
         return route_malformed_chunked(conn, req)
     if p == "/silent":
         return route_silent(conn, req)
+    if p == "/hold-body":
+        return route_hold_body(conn, req)
     if p == "/silent-after-headers":
         return route_silent_after_headers(conn, req)
     if p == "/headers-then-close":

@@ -43,12 +43,14 @@ public struct UploadBody: Sendable {
         UploadBody(source: .file(url), contentType: contentType)
     }
 
-    /// The bytes of an `AsyncSequence`, sent with chunked transfer encoding. The sequence is
-    /// read only as fast as the request goes out: while 1 MiB waits to be sent, reading waits.
+    /// The bytes of an `AsyncSequence`, sent with chunked transfer encoding, or with
+    /// `Content-Length` when `length` is given (a sequence that then gives more or fewer bytes
+    /// fails the task with `CourierError.serializationFailed`). The sequence is read only as
+    /// fast as the request goes out: while 1 MiB waits to be sent, reading waits.
     public static func stream<Bytes: AsyncSequence & Sendable>(
-        _ bytes: Bytes, contentType: String? = nil
+        _ bytes: Bytes, length: Int64? = nil, contentType: String? = nil
     ) -> UploadBody where Bytes.Element == Data {
-        UploadBody(source: .content(.stream(StreamBodyBridge(bytes))), contentType: contentType)
+        UploadBody(source: .content(.stream(StreamBodyBridge(bytes, length: length))), contentType: contentType)
     }
 
     /// A multipart form (its file parts are read while the request is sent). A form with a
@@ -79,12 +81,19 @@ extension HTTPSessionManager {
     /// `serializer`. The task's `uploadProgress` reports the bytes sent (with a total when the
     /// length is known in advance).
     ///
-    /// - Parameter compressed: Compress the body with gzip on the way out
-    ///   (`Content-Encoding: gzip`, chunked). Only for servers that accept compressed requests.
-    ///
     /// In a background session only files can be uploaded (`UploadBody.file`); the upload is
     /// journaled and, if the process dies, sent again by a later process's
     /// `restoredTasks()`.
+    ///
+    /// - Parameters:
+    ///   - method: The HTTP method.
+    ///   - path: A path relative to ``baseURL``, or an absolute http(s) URL.
+    ///   - body: What to send: data, a file, a stream or a multipart form.
+    ///   - headers: Headers for this request only; they replace session headers of the same name.
+    ///   - compressed: Compress the body with gzip on the way out (`Content-Encoding: gzip`,
+    ///     chunked). Only for servers that accept compressed requests.
+    ///   - options: Per-request options (timeouts, redirects, retries...).
+    ///   - serializer: Validates the response and produces the task's value.
     public nonisolated func uploadTask<Serializer: ResponseSerializer>(
         _ method: HTTPRequest.Method, _ path: String, body: UploadBody, headers: [String: String] = [:],
         compressed: Bool = false, options: RequestOptions = RequestOptions(), serializer: Serializer
@@ -236,23 +245,28 @@ extension HTTPSessionManager {
         var call = Call(method: method, path: path, parameters: parameters, headers: headers, options: options)
         call.usesLargeBuffers = true
         let finalCall = call
-        return ByteStream { sink, control in
-            Task {
-                do {
-                    let raw = try await self.performRaw(
-                        finalCall, reporters: control.reporters, sink: sink,
-                        register: { transfer in
-                            sink.setResumeReceiving { [weak transfer] in
-                                guard let transfer else { return }
-                                transfer.resumeReceiving()
-                            }
-                            control.attach(transfer)
-                        }, serialize: Self.requireSuccess)
-                    sink.finish(raw: raw, error: nil)
-                } catch {
-                    control.reporters.finish(succeeded: false)
-                    sink.finish(raw: nil, error: error)
-                }
+        return ByteStream { sink, control in self.startStreaming(finalCall, into: sink, control: control) }
+    }
+
+    /// Starts `call` in a task of its own, its body going to `sink` (with backpressure) and
+    /// the transfer to `control`; a status outside 200..<300 fails it (in the pipeline, where
+    /// a retry policy sees it).
+    nonisolated func startStreaming(_ call: Call, into sink: StreamSink, control: TaskControl) {
+        Task {
+            do {
+                let raw = try await self.performRaw(
+                    call, reporters: control.reporters, sink: sink,
+                    register: { transfer in
+                        sink.setResumeReceiving { [weak transfer] in
+                            guard let transfer else { return }
+                            transfer.resumeReceiving()
+                        }
+                        control.attach(transfer)
+                    }, serialize: Self.requireSuccess)
+                sink.finish(raw: raw, error: nil)
+            } catch {
+                control.reporters.finish(succeeded: false)
+                sink.finish(raw: nil, error: error)
             }
         }
     }

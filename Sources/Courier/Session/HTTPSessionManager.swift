@@ -270,6 +270,7 @@ open class HTTPSessionManager {
         }
         var fields = session.fields
         if !call.headers.isEmpty { try RequestBuilding.apply(call.headers, to: &fields) }
+        if let given = call.fields { RequestBuilding.apply(given, to: &fields) }
         var head: HTTPRequest
         if let base, let path = base.resolvePlain(call.path) {
             head = HTTPRequest(

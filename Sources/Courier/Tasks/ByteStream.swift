@@ -130,7 +130,14 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
 
     func begin(_ head: ResponseHeadParser, expectedLength: Int64?) -> CourierError? {
         if !(200..<300).contains(head.statusCode) {
-            errorBody = MemorySink(limit: nil)
+            switch errorBodyKept {
+            case .start:
+                errorBody = MemorySink(limit: nil)
+            case .whole(let limit):
+                let sink = MemorySink(limit: limit)
+                errorBody = sink
+                return sink.begin(head, expectedLength: expectedLength)
+            }
         } else if wantsHead, let response = head.response {
             deliverHead(.success(response))
         }
@@ -139,6 +146,19 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
 
     /// Whether someone waits for the head (`stream(_:_:)`); set before the transfer starts.
     var wantsHead = false
+
+    /// How much of the body of a response with a status outside 200..<300 is kept for the
+    /// error it becomes.
+    enum ErrorBodyKept {
+        /// Its first MiB, for the error's message.
+        case start
+        /// All of it, up to `limit` bytes (a larger body fails with `responseTooLarge`): for
+        /// callers that hand such a response on as a response (`exchange`).
+        case whole(limit: Int64?)
+    }
+
+    /// Set before the transfer starts.
+    var errorBodyKept = ErrorBodyKept.start
 
     private func deliverHead(_ result: Result<HTTPResponse, any Error>) {
         let waiter = state.withLock { state -> CheckedContinuation<HTTPResponse, any Error>? in
@@ -181,7 +201,8 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
 
     func write(_ bytes: UnsafeRawBufferPointer) -> SinkWrite {
         if let errorBody {
-            if errorBody.collected.count < 1 << 20 { _ = errorBody.write(bytes) }
+            if case .whole = errorBodyKept { return errorBody.write(bytes) }
+            if errorBody.count < 1 << 20 { _ = errorBody.write(bytes) }
             return .accepted
         }
         delivered = true

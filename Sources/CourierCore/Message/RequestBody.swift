@@ -8,7 +8,7 @@ package struct RequestBody: Sendable {
         case data(Data)
         /// A whole file, read on demand (`CURLOPT_READFUNCTION`): constant memory.
         case file(path: String, length: Int64)
-        /// Bytes from an `AsyncSequence`; length unknown, sent with chunked transfer encoding.
+        /// Bytes from an `AsyncSequence`: with the bridge's declared length, or chunked.
         case stream(StreamBodyBridge)
         /// The segments of a multipart body, in order; the total length is known.
         case segments([BodySegment])
@@ -29,7 +29,7 @@ package struct RequestBody: Sendable {
         switch content {
         case .data(let data): return Int64(data.count)
         case .file(_, let length): return length
-        case .stream: return nil
+        case .stream(let bridge): return bridge.declaredLength
         case .segments(let segments): return segments.reduce(0) { $0 + $1.length }
         }
     }

@@ -23,14 +23,36 @@ package final class StreamBodyBridge: Sendable {
     private let state = Locked(State())
     private let capacity: Int
     private let pump: @Sendable (StreamBodyBridge) async -> Void
+    /// The number of bytes the sequence promises (sent as `Content-Length`); nil: unknown, sent
+    /// with chunked transfer encoding.
+    package let declaredLength: Int64?
 
-    package init<Bytes: AsyncSequence & Sendable>(_ sequence: Bytes, capacity: Int = 1 << 20)
+    /// A bridge for `sequence`. With `length`, a sequence that gives more or fewer bytes fails
+    /// the transfer (`serializationFailed`) instead of sending a body that disagrees with its
+    /// `Content-Length`.
+    package init<Bytes: AsyncSequence & Sendable>(_ sequence: Bytes, length: Int64? = nil, capacity: Int = 1 << 20)
     where Bytes.Element == Data {
         self.capacity = capacity
+        self.declaredLength = length
         self.pump = { bridge in
             do {
+                var total: Int64 = 0
                 for try await chunk in sequence {
+                    total += Int64(chunk.count)
+                    if let length, total > length {
+                        bridge.finish(
+                            .serializationFailed(
+                                .init(message: "The body stream gave more than its declared length of \(length) bytes"))
+                        )
+                        return
+                    }
                     if await !bridge.push(chunk) { return }
+                }
+                if let length, total != length {
+                    bridge.finish(
+                        .serializationFailed(
+                            .init(message: "The body stream ended after \(total) of its declared \(length) bytes")))
+                    return
                 }
                 bridge.finish(nil)
             } catch {
