@@ -75,6 +75,9 @@ package final class PreparedRequest: Sendable {
 ///    `process(_:)`, and the caller's serialization.
 ///
 /// A failed attempt asks the interceptors whether to try again. Monitors hear about each step.
+/// When a tracer or a metrics factory records (the session's, or a bootstrapped one), the
+/// request has a span, each send of it a child span, and the session's metrics count it
+/// (`Observability.swift`).
 package final class RequestPipeline: Sendable {
     package let transport: any Transport
     package let cache: HTTPCache?
@@ -92,12 +95,16 @@ package final class RequestPipeline: Sendable {
     package let hsts: HSTSStore?
     /// The last request number given out (see `RequestContext.requestID`).
     private let lastRequestID = Atomic<UInt64>(0)
+    /// Spans and metrics, when a tracer or a metrics factory records them.
+    package let observability: SessionObservability
 
     package init(
         transport: any Transport, cache: HTTPCache?, cachePolicy: CachePolicy, credentials: CredentialStore,
         proxies: ProxySettings, transferOptions: TransferOptions, interceptors: [any RequestInterceptor],
-        monitors: [any EventMonitor], hsts: HSTSStore? = nil
+        monitors: [any EventMonitor], hsts: HSTSStore? = nil,
+        observability: SessionObservability = SessionObservability(tracer: nil, metricsFactory: nil)
     ) {
+        self.observability = observability
         self.hsts = hsts
         self.transport = transport
         self.cache = cache
@@ -125,12 +132,15 @@ package final class RequestPipeline: Sendable {
     ) async throws -> RawResponse {
         let chain = prepared.call.options.chain
         let interceptorsApply = !interceptors.isEmpty || !chain.isEmpty
-        guard interceptorsApply || monitors != nil else {
-            // No interceptor and no monitor (the common case): one attempt, nothing to tell.
+        // Whether a tracer or a metrics factory records (with nothing bootstrapped, a type check).
+        // A Bool, not the observation: this frame keeps its size.
+        guard interceptorsApply || monitors != nil || observability.records() else {
+            // No interceptor, no monitor, nothing recorded (the common case): one attempt,
+            // nothing to tell.
             let adapted = hooks.runsHooks ? try await hooks.adapt(prepared.head) : prepared.head
             let raw = try await attemptOnce(
                 prepared, adapted: adapted, hooks: hooks, requestID: 0, attempt: 1, retryable: false,
-                reporters: reporters, sink: sink, register: register)
+                reporters: reporters, sink: sink, register: register, observation: nil)
             try serialize(raw)
             return raw
         }
@@ -138,7 +148,8 @@ package final class RequestPipeline: Sendable {
             prepared, hooks: hooks, reporters: reporters, sink: sink, register: register, serialize: serialize)
     }
 
-    /// `perform` with interceptors or monitors: the retry loop and the events.
+    /// `perform` with interceptors, monitors, or spans and metrics to record: the retry loop,
+    /// the events, the request's span (each attempt's is `attemptOnce`'s) and its metrics.
     ///
     /// Not inlined into `perform`: an async function's frame is allocated whole when it is
     /// entered, and this loop's (its locals, the requests and errors it keeps, the events it
@@ -150,6 +161,8 @@ package final class RequestPipeline: Sendable {
         sink: (any ResponseSink)?, register: (@Sendable (any TransportTransfer) -> Void)?,
         serialize: (RawResponse) throws -> Void
     ) async throws -> RawResponse {
+        // The request's span and metrics, if anything records them.
+        let observation = observability.observe(prepared.head)
         let chain = prepared.call.options.chain
         let interceptorsApply = !interceptors.isEmpty || !chain.isEmpty
         let requestID = lastRequestID.add(1, ordering: .relaxed).newValue
@@ -170,9 +183,11 @@ package final class RequestPipeline: Sendable {
                 monitors?.emit(requestID, .adapted(adapted, attempt: attempt))
                 let raw = try await attemptOnce(
                     prepared, adapted: adapted, hooks: hooks, requestID: requestID, attempt: attempt,
-                    retryable: retryable, reporters: reporters, sink: sink, register: register)
+                    retryable: retryable, reporters: reporters, sink: sink, register: register,
+                    observation: observation)
                 try serialize(raw)
                 monitors?.emitFinished(requestID, raw)
+                observation?.finished(raw)
                 return raw
             } catch {
                 let cancelled = error is CancellationError || Task.isCancelled
@@ -197,6 +212,7 @@ package final class RequestPipeline: Sendable {
                         monitors.emit(requestID, .failed(lastRequest, error, attempts: attempt))
                     }
                     sink?.abandonAnotherAttempt(cancelled: cancelled)
+                    observation?.failed(error, cancelled: cancelled)
                     throw error
                 case .retry:
                     break
@@ -205,6 +221,7 @@ package final class RequestPipeline: Sendable {
                         try await Task.sleep(for: delay)
                     } catch {
                         sink?.abandonAnotherAttempt(cancelled: true)
+                        observation?.failed(error, cancelled: true)
                         throw error
                     }
                 }
@@ -262,12 +279,12 @@ package final class RequestPipeline: Sendable {
     private func attemptOnce(
         _ prepared: PreparedRequest, adapted: HTTPRequest, hooks: any SessionHooks, requestID: UInt64,
         attempt: Int, retryable: Bool, reporters: TransferReporters?, sink: (any ResponseSink)?,
-        register: (@Sendable (any TransportTransfer) -> Void)?
+        register: (@Sendable (any TransportTransfer) -> Void)?, observation: RequestObservation?
     ) async throws -> RawResponse {
         let raw: RawResponse
         switch try plan(
             prepared, adapted: adapted, requestID: requestID, attempt: attempt, retryable: retryable,
-            reporters: reporters, sink: sink, register: register)
+            reporters: reporters, sink: sink, register: register, observation: observation)
         {
         case .answered(let answer):
             raw = answer.response
@@ -304,6 +321,8 @@ package final class RequestPipeline: Sendable {
 
         /// The response of the last transfer (set by `send`).
         var response: RawResponse?
+        /// The spans of the attempt's sends, when the session records any.
+        var observation: AttemptObservation?
 
         /// Whether the response asks for credentials (401 or 407).
         var isChallenged: Bool {
@@ -323,6 +342,7 @@ package final class RequestPipeline: Sendable {
         /// `CacheLookup.fallback`); `error` otherwise.
         @inline(never)
         func recover(from error: any Error) throws -> RawResponse {
+            observation?.failed(error)
             guard let error = error as? CourierError, let fallback = cacheLookup.fallback(after: error) else {
                 throw error
             }
@@ -336,6 +356,7 @@ package final class RequestPipeline: Sendable {
             request.credentials = credentials.server
             request.proxyCredential = credentials.proxy
             for field in fields { request.head.headerFields[field.name] = field.value }
+            observation?.beginHop(&request.head)
         }
     }
 
@@ -362,7 +383,7 @@ package final class RequestPipeline: Sendable {
     private func plan(
         _ prepared: PreparedRequest, adapted: HTTPRequest, requestID: UInt64, attempt: Int, retryable: Bool,
         reporters: TransferReporters?, sink: (any ResponseSink)?,
-        register: (@Sendable (any TransportTransfer) -> Void)?
+        register: (@Sendable (any TransportTransfer) -> Void)?, observation: RequestObservation?
     ) throws -> AttemptPlan {
         let body = prepared.body
         var adapted = adapted
@@ -393,9 +414,12 @@ package final class RequestPipeline: Sendable {
         request.observer = monitors.map { MonitoringObserver(group: $0, requestID: requestID) }
         let revalidates = cacheLookup.revalidates
         if revalidates { request.head = cacheLookup.conditionalRequest }
+        // The attempt's span, its context injected into the head (`traceparent`).
+        let observed = observation?.attempt(for: &request)
         // Most requests send exactly the session's headers: share the transport's form of them.
         let sharedHeaders =
-            body == nil && !revalidates && adapted.headerFields == prepared.sessionFields ? prepared.sharedHeaders : nil
+            body == nil && !revalidates && request.head.headerFields == prepared.sessionFields
+            ? prepared.sharedHeaders : nil
         let exchange = Exchange(
             reporters: reporters, sink: sink, register: register, sharedHeaders: sharedHeaders,
             maximumBytesPerSecond: prepared.call.maximumBytesPerSecond, requestID: requestID, attempt: attempt)
@@ -403,10 +427,11 @@ package final class RequestPipeline: Sendable {
         let requestTime = cacheLookup.usesCache ? Date() : .distantPast
         request.credentials = authentication.server
         request.proxyCredential = authentication.proxy
-        return .send(
-            Attempt(
-                request: request, exchange: exchange, cacheLookup: cacheLookup, authentication: authentication,
-                requestTime: requestTime))
+        let state = Attempt(
+            request: request, exchange: exchange, cacheLookup: cacheLookup, authentication: authentication,
+            requestTime: requestTime)
+        state.observation = observed
+        return .send(state)
     }
 
     /// What the next transfer must add for `sink` to take it (nothing without a sink); nil
@@ -455,6 +480,7 @@ package final class RequestPipeline: Sendable {
     private static func keep(_ output: TransferOutput, in state: Attempt) {
         let raw = RawResponse(output)
         if let hsts = state.request.hsts { HSTSStore.note(raw.head, of: raw.request, in: hsts) }
+        state.observation?.received(raw)
         state.response = raw
     }
 

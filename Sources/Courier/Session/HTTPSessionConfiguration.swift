@@ -5,6 +5,8 @@ import CourierSerialization
 import CourierStorage
 import CourierTransport
 import Foundation
+import Metrics
+import Tracing
 
 /// How a session behaves: timeouts, headers, connection limits, protocol choices.
 ///
@@ -132,6 +134,17 @@ public struct HTTPSessionConfiguration: Sendable {
     /// What sends the requests, instead of the libcurl engine: for tests, a `StubTransport`
     /// from `CourierTesting`. Nil (the default) is the engine.
     public var transport: HTTPTransport?
+    /// The tracer of the session's requests: a client span per request, a child span per send
+    /// (each attempt, redirect hop and answer to an authentication challenge), its context
+    /// injected into the request's header fields (`traceparent` for a W3C tracer). Nil (the
+    /// default): `InstrumentationSystem`'s, looked up at each request (the bootstrapped
+    /// instrument, or the one a `withTracer(_:_:)` scope binds), which costs nothing when none
+    /// is bootstrapped. `NoOpTracer()` turns tracing off for this session.
+    public var tracer: (any Tracer)?
+    /// Where the session's metrics go (requests, failures, durations, bytes, requests in
+    /// flight). Nil (the default): `MetricsSystem.factory`, looked up at each request.
+    /// `NOOPMetricsHandler.instance` turns metrics off for this session.
+    public var metricsFactory: (any MetricsFactory)?
 
     /// Creates a configuration of the given kind with default settings.
     public init(kind: Kind) {

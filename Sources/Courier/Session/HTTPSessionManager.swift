@@ -154,7 +154,9 @@ open class HTTPSessionManager {
             transport: transport, cache: cache, cachePolicy: configuration.cachePolicy, credentials: credentials,
             proxies: proxies, transferOptions: transferOptions, interceptors: configuration.interceptors,
             monitors: monitors,
-            hsts: configuration.usesHSTS ? HSTSStore(file: storage?.appendingPathComponent("hsts.json")) : nil)
+            hsts: configuration.usesHSTS ? HSTSStore(file: storage?.appendingPathComponent("hsts.json")) : nil,
+            observability: SessionObservability(
+                tracer: configuration.tracer, metricsFactory: configuration.metricsFactory))
         do {
             try configuration.validate()
             self.configurationError = nil
