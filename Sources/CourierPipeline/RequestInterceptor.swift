@@ -8,7 +8,7 @@ import HTTPTypes
 /// Set interceptors for every request of a session (`HTTPSessionConfiguration.interceptors`)
 /// or for one request (`RequestOptions.interceptors`). For each attempt, the request is
 /// adapted by the session's interceptors in order, then by the request's, then by the
-/// manager's ``SessionHooks/adapt(_:)`` (a subclass's override), and sent. When the attempt
+/// manager's `adapt(_:)` (a subclass's override), and sent. When the attempt
 /// fails (the transport, `process(_:)`, validation or the response serializer threw), the
 /// request's interceptors are asked first, then the session's; the first that does not answer
 /// ``RetryDecision/doNotRetry`` decides.
@@ -30,7 +30,8 @@ public protocol RequestInterceptor: Sendable {
 
     /// After attempt `context.attempt` of `request` failed with `error`: whether to try again.
     /// The default does not retry. A request whose body is a stream is never retried, nor is a
-    /// download, nor a cancelled request.
+    /// cancelled request, nor a byte stream whose first chunk has reached its reader; a
+    /// download that fails part way continues from the bytes on disk (`Range`, `If-Range`).
     func retry(_ request: HTTPRequest, dueTo error: any Error, context: RequestContext) async -> RetryDecision
 }
 

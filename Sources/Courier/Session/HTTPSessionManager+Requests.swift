@@ -114,7 +114,7 @@ extension HTTPSessionManager {
     }
 
     /// `HEAD` with `JSON` parameters (in the query by default). The body is empty, so the
-    /// result is `JSON.null`; use ``request(_:_:parameters:headers:serializer:)`` for the head.
+    /// result is `JSON.null`; use ``request(_:_:parameters:headers:options:serializer:)`` for the head.
     @discardableResult
     public nonisolated func HEAD<Value: Decodable & Sendable>(
         _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
