@@ -10,7 +10,9 @@ from pathlib import Path
 from .settings import BenchError, Settings, log, log_details
 
 C_PRODUCTS = ("multi_get", "stream_get")
-SWIFT_PRODUCTS = ("bench-ahc", "bench-urlsession", "bench-courier")  # peers first: no Courier needed
+# Peers first: they need no Courier. The last two do, so they have no peers-only retry.
+SWIFT_PRODUCTS = ("bench-ahc", "bench-urlsession", "bench-courier", "bench-openapi")
+COURIER_PRODUCTS = ("bench-courier", "bench-openapi")
 
 # A package that holds only the peers, for when the Courier package itself cannot be loaded
 # (its manifest or sources are mid-change): AsyncHTTPClient and URLSession can then still be
@@ -131,7 +133,7 @@ class Builder:
                 missing.append(product)
         logs = self.settings.relative(self.logs)
         for product in missing:
-            if product == "bench-courier":
+            if product in COURIER_PRODUCTS:
                 self._report_errors(product, self.logs / f"{product}.log")
                 continue
             log(f"could not build {product} in Benchmarks/ (does the Courier package load? see {logs}/{product}.log)")

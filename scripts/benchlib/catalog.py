@@ -44,6 +44,9 @@ CLIENTS: dict[str, ClientSpec] = {
         ClientSpec("ahc-decode", "bench-ahc", flags=("--decode",)),
         ClientSpec("urlsession", "bench-urlsession"),
         ClientSpec("urlsession-decode", "bench-urlsession", flags=("--decode",)),
+        ClientSpec("openapi-courier", "bench-openapi", flags=("--transport", "courier")),
+        ClientSpec("openapi-ahc", "bench-openapi", flags=("--transport", "ahc")),
+        ClientSpec("openapi-urlsession", "bench-openapi", flags=("--transport", "urlsession")),
     )
 }
 
@@ -67,12 +70,14 @@ _SMALL = (
     "courier-monitor courier-slow-monitor courier-base courier-decode-base"
 ).split()
 _PEERS = ("c", "courier", "ahc")
+_OPENAPI = ("c", "openapi-courier", "openapi-ahc", "openapi-urlsession")
 
 # In the order of ROWS=all.
 ROWS: dict[str, RowSpec] = {
     spec.name: spec
     for spec in (
         RowSpec("small", tuple(_SMALL), "c"),
+        RowSpec("openapi", _OPENAPI, "c"),
         RowSpec("https", _PEERS, "c"),
         RowSpec("h2", _PEERS, "c"),
         RowSpec("https-new", ("c", "c-nocapath", "courier", "ahc"), "c-nocapath"),
@@ -110,9 +115,9 @@ class RequestRow:
 
 
 def request_row(name: str, settings) -> RequestRow:
-    """The RequestRow named `name` (small, https, h2, https-new, h1-10k, h2-10k)."""
+    """The RequestRow named `name` (small, openapi, https, h2, https-new, h1-10k, h2-10k)."""
     s = settings
-    if name == "small":
+    if name in ("small", "openapi"):
         return RequestRow(name, s.total, s.concurrency, "plain", None, None, None, s.warmup_total)
     if name == "https":
         return RequestRow(name, s.total, s.concurrency, "tls", "cert", "1.1", "HTTP/1.1", s.warmup_total)

@@ -81,6 +81,8 @@ def _request_title(row: RequestRow) -> str:
     n = row.total
     return {
         "small": f"Small GETs: {n} x {BODY_BYTES}-byte JSON, concurrency {row.concurrency}, keep-alive",
+        "openapi": f"Generated OpenAPI client: {n} x getSmall(), a {BODY_BYTES}-byte JSON body decoded, concurrency"
+                   f" {row.concurrency}, keep-alive",
         "https": f"HTTPS GETs, HTTP/1.1: {n} x {BODY_BYTES}-byte JSON over TLS, concurrency {row.concurrency},"
                  " keep-alive",
         "h2": f"HTTP/2 GETs: {n} x {BODY_BYTES}-byte JSON over TLS, concurrency {row.concurrency}, multiplexed",
@@ -95,7 +97,15 @@ def _request_title(row: RequestRow) -> str:
 def _request_setup(row: RequestRow, s: Settings, facts: Facts, bundle: Path | None, wide: WideSetup | None) -> str:
     """What the row's server and clients do (after the machine line)."""
     text = ""
-    if row.name == "https-new":
+    if row.name == "openapi":
+        text = (" The client swift-openapi-generator made from Tests/CourierTests/OpenAPI/openapi.yaml"
+                " (Benchmarks/Sources/bench-openapi): each call `try await client.getSmall().ok.body.json`, the"
+                " body decoded into Components.Schemas.Small and compared with the file's contents; over"
+                " CourierClientTransport (openapi-courier: an HTTPSessionManager as courier's in the small row),"
+                " AsyncHTTPClientTransport (openapi-ahc: an HTTPClient as ahc's) and URLSessionTransport"
+                " (openapi-urlsession: a URLSession as urlsession's). c is multi_get, as in the small row: status"
+                " and body length only, no decoding.")
+    elif row.name == "https-new":
         count = count_certificates(bundle) if bundle else 0
         text = (f" TLS: nginx with {facts.openssl}, keepalive_timeout 0, no session cache or tickets (a full"
                 f" handshake per request); every client trusts {s.system_ca_bundle} with the bench certificate"

@@ -11,7 +11,8 @@ from typing import Mapping
 
 from .catalog import ALL_ROWS, CLIENTS, ROWS
 
-DEFAULT_CLIENTS = "c c-nocapath curl courier courier-decode ahc ahc-decode urlsession"
+DEFAULT_CLIENTS = ("c c-nocapath curl courier courier-decode ahc ahc-decode urlsession"
+                   " openapi-courier openapi-ahc openapi-urlsession")
 BODY_BYTES = 500  # the small file's length
 
 
