@@ -24,11 +24,14 @@ import OpenAPIRuntime
 ///   waits to be sent): with `Content-Length` when its length is known, chunked otherwise. Such
 ///   a request is not retried.
 ///
-/// Responses: the head is returned as soon as it arrives. The body of a response with a
-/// status in 200..<300 streams with backpressure (the transfer pauses while the reader falls
-/// 2 MiB behind); a response with any other status is first a failure the manager's retry
-/// policy may retry, and when it is the final answer, it is returned like any other, its whole
-/// body in memory (up to the session's `maximumResponseSize`). A `HEAD` response has no body.
+/// Responses: when the operation accepts only documents (its `Accept` names JSON, XML, plain
+/// text, HTML or forms, which the generated client decodes whole anyway), the response is read
+/// whole, on the manager's data-task path. Otherwise the head is returned as soon as it
+/// arrives, and the body of a response with a status in 200..<300 streams with backpressure
+/// (the transfer pauses while the reader falls 2 MiB behind): bytes, event streams, JSON Lines.
+/// A response with a status outside 200..<300 is first a failure the manager's retry policy
+/// may retry, and when it is the final answer, it is returned like any other, its whole body in
+/// memory (up to the session's `maximumResponseSize`). A `HEAD` response has no body.
 ///
 /// Errors are `CourierError`s (the generated client wraps them in its `ClientError`, as
 /// `underlyingError`). Cancelling the task that sends cancels the transfer, and so does

@@ -236,6 +236,45 @@ import Testing
         #expect(try await String(collecting: unavailable.body.plainText, upTo: 100) == "flaky 1\n")
     }
 
+    @Test func documentsAreReadWholeAndEverythingElseStreams() {
+        #expect(HTTPSessionManager.readsWhole(accepting: ["application/json"]))
+        #expect(HTTPSessionManager.readsWhole(accepting: ["application/json, application/problem+json"]))
+        #expect(HTTPSessionManager.readsWhole(accepting: ["text/plain;q=0.5, Application/JSON"]))
+        #expect(!HTTPSessionManager.readsWhole(accepting: []))
+        #expect(!HTTPSessionManager.readsWhole(accepting: ["*/*"]))
+        #expect(!HTTPSessionManager.readsWhole(accepting: ["application/octet-stream"]))
+        #expect(!HTTPSessionManager.readsWhole(accepting: ["application/json", "application/jsonl"]))
+        #expect(!HTTPSessionManager.readsWhole(accepting: ["text/event-stream"]))
+    }
+
+    @Test func cancellingTheCallerCancelsARequestReadWhole() async throws {
+        let api = try await faultManager()
+        let transport = CourierClientTransport(manager: api)
+        let request = HTTPRequest(
+            method: .get, scheme: nil, authority: nil, path: "/silent", headerFields: [.accept: "application/json"])
+        let baseURL = try await TestServers.fault()
+        let call = Task { try await transport.send(request, body: nil, baseURL: baseURL, operationID: "silent") }
+        try await Task.sleep(for: .milliseconds(300))
+        let started = ContinuousClock.now
+        call.cancel()
+        let error = await capturedError { _ = try await call.value }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(error is CancellationError)
+    }
+
+    @Test func aDocumentIsReadWholeWithItsLength() async throws {
+        let api = try await faultManager()
+        let transport = CourierClientTransport(manager: api)
+        let request = HTTPRequest(
+            method: .get, scheme: nil, authority: nil, path: "/bytes?n=70000", headerFields: [.accept: "text/plain"])
+        let (response, body) = try await transport.send(
+            request, body: nil, baseURL: try await TestServers.fault(), operationID: "bytes")
+        #expect(response.status == .ok)
+        let received = try #require(body)
+        #expect(received.length == .known(70000))
+        #expect(Data(try await [UInt8](collecting: received, upTo: 1 << 20)) == faultBytes(70000))
+    }
+
     @Test func theServerURLsPathIsKept() {
         var request = HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/echo?x=1")
         #expect(

@@ -9,7 +9,8 @@ extension HTTPSessionManager {
     package enum ExchangeBody: Sendable {
         /// A successful response's body, arriving (iterate it once).
         case stream(ByteStream)
-        /// The whole body of a response with a status outside 200..<300.
+        /// A body read whole: a response with a status outside 200..<300, or one whose request
+        /// accepts only documents that are read whole (see `readsWhole(accepting:)`).
         case collected(Data)
     }
 
@@ -19,11 +20,14 @@ extension HTTPSessionManager {
     /// retry, cookies, the cache, credentials). Returns when the head of the response has
     /// arrived, whatever its status.
     ///
-    /// The body of a successful response comes as a stream with backpressure. A response with
-    /// another status is first a failure in the pipeline, where a retry policy may try again;
-    /// when it is the last answer, it is returned with its whole body (up to the session's
-    /// `maximumResponseSize`). Cancelling the calling task cancels the transfer; so does
-    /// dropping the stream or cancelling the task that iterates it.
+    /// The body of a successful response comes as a stream with backpressure, unless the
+    /// request's `Accept` names only JSON, XML, plain text, HTML or form documents: those are
+    /// read whole (what reads them decodes them whole anyway), on the data tasks' path, which
+    /// takes no task, sink or stream of its own. A response with another status is first a
+    /// failure in the pipeline, where a retry policy may try again; when it is the last answer,
+    /// it is returned with its whole body (up to the session's `maximumResponseSize`).
+    /// Cancelling the calling task cancels the transfer; so does dropping the stream or
+    /// cancelling the task that iterates it.
     package nonisolated func exchange(
         _ method: HTTPRequest.Method, url: String, fields: HTTPFields, body: UploadBody?,
         options: RequestOptions = RequestOptions()
@@ -33,6 +37,15 @@ extension HTTPSessionManager {
         if let body {
             call.body = try body.requestBody(compressed: false)
             call.contentType = body.effectiveContentType
+        }
+        if Self.readsWhole(accepting: fields[values: .accept]) {
+            do {
+                let raw = try await performRaw(call, serialize: Self.requireSuccess)
+                return (raw.response, .collected(raw.data))
+            } catch CourierError.unacceptableStatusCode(let context) {
+                guard let response = context.response else { throw CourierError.unacceptableStatusCode(context) }
+                return (response, .collected(context.body ?? Data()))
+            }
         }
         // libcurl's default buffers: generated clients mostly exchange small documents.
         let sink = StreamSink()
@@ -52,4 +65,28 @@ extension HTTPSessionManager {
             return (response, .collected(context.body ?? Data()))
         }
     }
+
+    /// Whether a response to a request with these `Accept` values is read whole: when they name
+    /// only documents (JSON, XML, plain text, HTML, forms; `+json` and `+xml` types too), not
+    /// when there are none, nor with a wildcard, bytes, an event stream or line-delimited JSON.
+    package nonisolated static func readsWhole(accepting values: [String]) -> Bool {
+        var named = false
+        for value in values {
+            for item in value.split(separator: ",") {
+                let type = item.split(separator: ";", maxSplits: 1).first.map {
+                    $0.trimmingCharacters(in: .whitespaces).lowercased()
+                }
+                guard let type, !type.isEmpty else { continue }
+                guard Self.wholeDocumentTypes.contains(type) || type.hasSuffix("+json") || type.hasSuffix("+xml")
+                else { return false }
+                named = true
+            }
+        }
+        return named
+    }
+
+    private nonisolated static let wholeDocumentTypes: Set<String> = [
+        "application/json", "application/xml", "text/xml", "text/plain", "text/html",
+        "application/x-www-form-urlencoded",
+    ]
 }
