@@ -125,7 +125,11 @@ let package = Package(
         // to kill part way, one with an empty HOME); the tests find it next to their bundle.
         .executableTarget(
             name: "CourierTestHelper",
-            dependencies: ["Courier"],
+            dependencies: [
+                "Courier",
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+            ],
             path: "Tests/Support/CourierTestHelper"
         ),
         .testTarget(

@@ -336,4 +336,25 @@ import Tracing
         #expect(tracer.finishedSpans.count == 2)
         #expect(metrics.counterTotal(label: "http.client.requests") == 1)
     }
+
+    @Test func aProcessWideBootstrappedTracerIsUsedAndInjects() async throws {
+        // A process of its own (CourierTestHelper): InstrumentationSystem.bootstrap is once per
+        // process, and the parallel tests here must not all be traced.
+        let echo = try await TestServers.fault().appendingPathComponent("echo")
+        let helper = try HelperProcess(["bootstrapped-trace", echo.absoluteString])
+        var lines: [String] = []
+        while let line = await helper.nextLine() { lines.append(line) }
+        #expect(await helper.exitStatus() == 0)
+        let server = try #require(lines.first { $0.hasPrefix("server ") }).split(separator: " ").map(String.init)
+        let spans = lines.filter { $0.hasPrefix("span ") }.map { $0.split(separator: " ").map(String.init) }
+        try #require(spans.count == 2, "spans: \(lines)")
+        // The send ends before the request: [span, name, trace, span id, parent].
+        let (send, request) = (spans[0], spans[1])
+        #expect(send[1] == "GET" && request[1] == "GET")
+        #expect(request[4] == "-")
+        #expect(send[4] == request[3])
+        #expect(send[2] == request[2])
+        // What the bootstrapped instrument injected reached the server: the send's context.
+        #expect(server == ["server", send[2], send[3]])
+    }
 }

@@ -7,6 +7,10 @@
 //   CourierTestHelper cookies-set HTTPBIN_URL          (default session, storage from XDG_CACHE_HOME)
 //   CourierTestHelper cookies-echo HTTPBIN_URL
 //   CourierTestHelper get URL                           (ephemeral session; prints the body)
+//   CourierTestHelper bootstrapped-trace ECHO_URL        (InstrumentationSystem bootstrapped with
+//                                                         an InMemoryTracer, then a GET of the fault
+//                                                         server's /echo; prints the trace headers
+//                                                         the server got and the finished spans)
 //   CourierTestHelper background-download IDENTIFIER URL DESTINATION BYTES_PER_SECOND [PAUSE_AT]
 //   CourierTestHelper background-upload IDENTIFIER URL FILE BYTES_PER_SECOND [PAUSE_AT]
 //
@@ -16,6 +20,8 @@
 //   CourierTestHelper background-claim IDENTIFIER
 import Courier
 import Foundation
+import InMemoryTracing
+import Instrumentation
 
 /// Writes one line to stdout at once (a pipe would buffer `print`).
 func say(_ line: String) {
@@ -86,6 +92,22 @@ do {
         let api = HTTPSessionManager(configuration: .ephemeral)
         let body = try await api.GET(arguments[1], serializer: StringResponseSerializer())
         say(body.replacingOccurrences(of: "\n", with: " "))
+
+    case "bootstrapped-trace":
+        // As an app does at startup: the process-wide instrument, which a session without a
+        // tracer of its own uses.
+        let tracer = InMemoryTracer()
+        InstrumentationSystem.bootstrap(tracer)
+        let api = HTTPSessionManager(configuration: .ephemeral)
+        let echo: JSON = try await api.GET(arguments[1])
+        let headers = echo["headers"].objectValue ?? [:]
+        func received(_ name: String) -> String {
+            headers.first { $0.key.lowercased() == name }?.value.stringValue ?? "-"
+        }
+        say("server \(received(InMemoryTracer.traceIDKey)) \(received(InMemoryTracer.spanIDKey))")
+        for span in tracer.finishedSpans {
+            say("span \(span.operationName) \(span.traceID) \(span.spanID) \(span.parentSpanID ?? "-")")
+        }
 
     case "background-download":
         let api = HTTPSessionManager(configuration: .background(identifier: arguments[1]))
