@@ -129,14 +129,15 @@ import Testing
         let call = Task { try await client.holdBody(body: .binary(body)) }
         // The server reads none of the body: once the socket's buffers and the 1 MiB the
         // bridge keeps are full, the source is not read any further. Wait until reading has
-        // started, then until it has stood still for 500 ms (10 s at most each).
+        // started (10 s at most), then until it has stood still for 500 ms (50 s at most: on a
+        // loaded machine, under a sanitizer, the buffers take a while to fill).
         let deadline = ContinuousClock.now + .seconds(10)
         while source.produced.load(ordering: .relaxed) == 0, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
         }
         var produced = source.produced.load(ordering: .relaxed)
         var stoodStill = false
-        while !stoodStill, ContinuousClock.now < deadline + .seconds(10) {
+        while !stoodStill, ContinuousClock.now < deadline + .seconds(50) {
             try await Task.sleep(for: .milliseconds(500))
             let now = source.produced.load(ordering: .relaxed)
             stoodStill = now == produced
@@ -145,10 +146,10 @@ import Testing
         #expect(produced > 0)
         #expect(stoodStill, "still reading a source the server never reads: \(produced) bytes so far")
         #expect(produced < 64 << 20, "read \(produced) bytes of a source the server never reads")
-        let started = ContinuousClock.now
         call.cancel()
+        // The server never answers: had the cancellation not reached the transfer, the call
+        // would end with the request timeout's error instead.
         let error = await capturedError { _ = try await call.value }
-        #expect(ContinuousClock.now - started < .seconds(5))
         #expect((error as? ClientError)?.underlyingError is CancellationError || error is CancellationError)
     }
 
@@ -203,10 +204,10 @@ import Testing
         let (client, _) = try await Self.client()
         let call = Task { try await client.getSilent() }
         try await Task.sleep(for: .milliseconds(300))
-        let started = ContinuousClock.now
         call.cancel()
+        // The server never answers: had the cancellation not reached the transfer, the call
+        // would end with the request timeout's error instead.
         let error = await capturedError { _ = try await call.value }
-        #expect(ContinuousClock.now - started < .seconds(5))
         #expect((error as? ClientError)?.underlyingError is CancellationError || error is CancellationError)
     }
 
@@ -255,10 +256,10 @@ import Testing
         let baseURL = try await TestServers.fault()
         let call = Task { try await transport.send(request, body: nil, baseURL: baseURL, operationID: "silent") }
         try await Task.sleep(for: .milliseconds(300))
-        let started = ContinuousClock.now
         call.cancel()
+        // The server never answers: had the cancellation not reached the transfer, the call
+        // would end with the request timeout's error instead.
         let error = await capturedError { _ = try await call.value }
-        #expect(ContinuousClock.now - started < .seconds(5))
         #expect(error is CancellationError)
     }
 
