@@ -129,15 +129,16 @@ import Testing
         let call = Task { try await client.holdBody(body: .binary(body)) }
         // The server reads none of the body: once the socket's buffers and the 1 MiB the
         // bridge keeps are full, the source is not read any further. Wait until reading has
-        // started (10 s at most), then until it has stood still for 500 ms (50 s at most: on a
-        // loaded machine, under a sanitizer, the buffers take a while to fill).
-        let deadline = ContinuousClock.now + .seconds(10)
+        // started, then until it has stood still for 500 ms (60 s at most each: on a loaded
+        // machine, under a sanitizer, the pump's task waits for a thread and the buffers take a
+        // while to fill).
+        let deadline = ContinuousClock.now + .seconds(60)
         while source.produced.load(ordering: .relaxed) == 0, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
         }
         var produced = source.produced.load(ordering: .relaxed)
         var stoodStill = false
-        while !stoodStill, ContinuousClock.now < deadline + .seconds(50) {
+        while !stoodStill, ContinuousClock.now < deadline + .seconds(60) {
             try await Task.sleep(for: .milliseconds(500))
             let now = source.produced.load(ordering: .relaxed)
             stoodStill = now == produced
