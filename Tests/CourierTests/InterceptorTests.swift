@@ -137,10 +137,7 @@ import Testing
         configuration.transport = stub.transport
         configuration.interceptors = [Tagger(name: "session", retries: .retry, asked: asked)]
         let api = HTTPSessionManager(baseURL: URL(string: "https://api.example.com/"), configuration: configuration)
-        let chunks = AsyncStream<Data> { continuation in
-            continuation.yield(Data("abc".utf8))
-            continuation.finish()
-        }
+        let chunks = [Data("abc".utf8)].async
         let error = await capturedError {
             _ = try await api.uploadTask(.post, "upload", body: .stream(chunks), serializer: DataResponseSerializer())
                 .value

@@ -69,11 +69,7 @@ import Testing
 
     @Test func aStreamPartOfKnownLength() async throws {
         let api = try await httpbinManager()
-        let stream = AsyncStream<Data> { continuation in
-            continuation.yield(Data("stre".utf8))
-            continuation.yield(Data("amed".utf8))
-            continuation.finish()
-        }
+        let stream = [Data("stre".utf8), Data("amed".utf8)].async
         var form = MultipartFormData()
         form.append(stream: stream, length: 8, name: "s", fileName: "s.txt")
         let reply = try await api.uploadTask(.post, "post", body: .multipart(form)).value
@@ -82,10 +78,7 @@ import Testing
 
     @Test func aStreamPartShorterThanDeclaredFails() async throws {
         let api = try await faultManager()
-        let stream = AsyncStream<Data> { continuation in
-            continuation.yield(Data("short".utf8))
-            continuation.finish()
-        }
+        let stream = [Data("short".utf8)].async
         var form = MultipartFormData()
         form.append(stream: stream, length: 100, name: "s")
         let error = await capturedError { _ = try await api.uploadTask(.post, "echo", body: .multipart(form)).value }

@@ -304,13 +304,3 @@ final class EndlessBytes: AsyncSequence, Sendable {
 
     func makeAsyncIterator() -> Iterator { Iterator(source: self) }
 }
-
-extension Array where Element: Sendable {
-    /// The elements as an `AsyncSequence`.
-    var async: AsyncStream<Element> {
-        AsyncStream { continuation in
-            for element in self { continuation.yield(element) }
-            continuation.finish()
-        }
-    }
-}

@@ -31,10 +31,7 @@ import Testing
     @Test func aStreamArrivesByteIdenticalAndChunked() async throws {
         let api = try await faultManager()
         let chunks = (0..<50).map { index in Data(repeating: UInt8(index), count: 65_537) }
-        let stream = AsyncStream<Data> { continuation in
-            for chunk in chunks { continuation.yield(chunk) }
-            continuation.finish()
-        }
+        let stream = chunks.async
         let echo = try await api.uploadTask(
             .post, "echo", body: .stream(stream, contentType: "application/octet-stream")
         ).value
@@ -47,19 +44,13 @@ import Testing
     @Test func aStreamOfDeclaredLengthIsSentWithContentLength() async throws {
         let api = try await faultManager()
         let chunks = (0..<20).map { index in Data(repeating: UInt8(index), count: 50_000) }
-        let stream = AsyncStream<Data> { continuation in
-            for chunk in chunks { continuation.yield(chunk) }
-            continuation.finish()
-        }
+        let stream = chunks.async
         let echo = try await api.uploadTask(.post, "echo", body: .stream(stream, length: 1_000_000)).value
         #expect(echo["chunked"] == false)
         #expect(echo["headers"]["Content-Length"] == "1000000")
         #expect(echo["sha256"] == .string(SHA256.hex(chunks.reduce(Data(), +))))
         // A stream that gives more than it declared fails before the server gets a wrong body.
-        let longer = AsyncStream<Data> { continuation in
-            for chunk in chunks { continuation.yield(chunk) }
-            continuation.finish()
-        }
+        let longer = chunks.async
         let error = await capturedError {
             _ = try await api.uploadTask(.post, "echo", body: .stream(longer, length: 999_999)).value
         }
@@ -121,10 +112,7 @@ import Testing
 
     @Test func aStreamBodyCannotBeSentAgainAfterA307() async throws {
         let api = try await faultManager()
-        let stream = AsyncStream<Data> { continuation in
-            continuation.yield(Data(repeating: 1, count: 2_000_000))
-            continuation.finish()
-        }
+        let stream = [Data(repeating: 1, count: 2_000_000)].async
         let error = await capturedError {
             _ = try await api.uploadTask(.put, "redirect?status=307&to=%2Fecho", body: .stream(stream)).value
         }

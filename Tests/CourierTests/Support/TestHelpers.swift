@@ -50,3 +50,13 @@ extension ContinuousClock.Instant.Duration {
         return Double(seconds) + Double(attoseconds) / 1e18
     }
 }
+
+extension Array where Element: Sendable {
+    /// The elements as an `AsyncSequence` (an upload's stream body, say), then its end.
+    var async: AsyncStream<Element> {
+        AsyncStream { continuation in
+            for element in self { continuation.yield(element) }
+            continuation.finish()
+        }
+    }
+}
