@@ -166,35 +166,35 @@ package final class SessionMetrics: Sendable {
     }
 
     func requests(method: String, statusClass: String) -> Counter {
-        made.withLock { made in
-            let key = method + " " + statusClass
-            if let counter = made.requests[key] { return counter }
-            let counter = Counter(
+        metric(\.requests, method + " " + statusClass) {
+            Counter(
                 label: MetricNames.requests,
                 dimensions: [("http.request.method", method), ("http.response.status_class", statusClass)],
                 factory: factory)
-            made.requests[key] = counter
-            return counter
         }
     }
 
     func failures(errorType: String) -> Counter {
-        made.withLock { made in
-            if let counter = made.failures[errorType] { return counter }
-            let counter = Counter(
-                label: MetricNames.failures, dimensions: [("error.type", errorType)], factory: factory)
-            made.failures[errorType] = counter
-            return counter
+        metric(\.failures, errorType) {
+            Counter(label: MetricNames.failures, dimensions: [("error.type", errorType)], factory: factory)
         }
     }
 
     func duration(method: String) -> Metrics.Timer {
+        metric(\.durations, method) {
+            Metrics.Timer(label: MetricNames.duration, dimensions: [("http.request.method", method)], factory: factory)
+        }
+    }
+
+    /// The metric kept in `table` under `key`, made by `make` the first time.
+    private func metric<Metric: Sendable>(
+        _ table: WritableKeyPath<Made, [String: Metric]>, _ key: String, _ make: () -> Metric
+    ) -> Metric {
         made.withLock { made in
-            if let timer = made.durations[method] { return timer }
-            let timer = Metrics.Timer(
-                label: MetricNames.duration, dimensions: [("http.request.method", method)], factory: factory)
-            made.durations[method] = timer
-            return timer
+            if let metric = made[keyPath: table][key] { return metric }
+            let metric = make()
+            made[keyPath: table][key] = metric
+            return metric
         }
     }
 }

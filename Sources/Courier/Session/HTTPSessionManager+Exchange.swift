@@ -38,32 +38,34 @@ extension HTTPSessionManager {
             call.body = try body.requestBody(compressed: false)
             call.contentType = body.effectiveContentType
         }
-        if Self.readsWhole(accepting: fields[values: .accept]) {
-            do {
+        do {
+            if Self.readsWhole(accepting: fields[values: .accept]) {
                 let raw = try await performRaw(call, serialize: Self.requireSuccess)
                 return (raw.response, .collected(raw.data))
-            } catch CourierError.unacceptableStatusCode(let context) {
-                guard let response = context.response else { throw CourierError.unacceptableStatusCode(context) }
-                return (response, .collected(context.body ?? Data()))
             }
+            return try await startStream(call)
+        } catch CourierError.unacceptableStatusCode(let context) {
+            // The last answer had a status outside 200..<300: a response like any other here.
+            guard let response = context.response else { throw CourierError.unacceptableStatusCode(context) }
+            return (response, .collected(context.body ?? Data()))
         }
-        // libcurl's default buffers: generated clients mostly exchange small documents.
+    }
+
+    /// `call` started with its body going to a stream; returns when the head of a successful
+    /// response has arrived (libcurl's default buffers: generated clients mostly exchange small
+    /// documents).
+    private nonisolated func startStream(_ call: Call) async throws -> (HTTPResponse, ExchangeBody) {
         let sink = StreamSink()
         sink.wantsHead = true
         sink.errorBodyKept = .whole(limit: configuration.maximumResponseSize)
         let control = TaskControl()
         startStreaming(call, into: sink, control: control)
-        do {
-            let head = try await withTaskCancellationHandler {
-                try await sink.head()
-            } onCancel: {
-                control.cancel()
-            }
-            return (head, .stream(ByteStream(started: ByteStream.IteratorStorage(sink: sink, control: control))))
-        } catch CourierError.unacceptableStatusCode(let context) {
-            guard let response = context.response else { throw CourierError.unacceptableStatusCode(context) }
-            return (response, .collected(context.body ?? Data()))
+        let head = try await withTaskCancellationHandler {
+            try await sink.head()
+        } onCancel: {
+            control.cancel()
         }
+        return (head, .stream(ByteStream(started: ByteStream.IteratorStorage(sink: sink, control: control))))
     }
 
     /// Whether a response to a request with these `Accept` values is read whole: when they name
