@@ -137,7 +137,7 @@ package final class CookieEngine {
     func responseSetCookies(_ values: [String], from url: URL) {
         guard !values.isEmpty else { return }
         if policy != .always {
-            let host = url.host?.lowercased() ?? ""
+            let host = HostName.of(url) ?? ""
             for value in values {
                 guard let parsed = Cookie(setCookie: value, for: url) else { continue }
                 guard policy == .never || parsed.domain != host else { continue }

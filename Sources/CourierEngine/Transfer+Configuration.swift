@@ -149,7 +149,7 @@ extension Transfer {
     /// The pins for this hop's host (per hop: a reused handle and a redirect may change hosts).
     func configurePins(_ easy: UnsafeMutableRawPointer, _ request: TransferRequest) {
         guard !request.options.pins.isEmpty else { return }
-        if let host = request.url?.host?.lowercased(), let pins = request.options.pins[host] {
+        if let host = HostName.of(request.url), let pins = request.options.pins[host] {
             courier_easy_setopt_string(easy, CURLOPT_PINNEDPUBLICKEY, pins)
         } else {
             courier_easy_setopt_pointer(easy, CURLOPT_PINNEDPUBLICKEY, nil)

@@ -95,7 +95,8 @@ package enum RequestBuilding {
         var text = scheme
         text.reserveCapacity(scheme.utf8.count + 3 + authority.utf8.count + path.utf8.count)
         text += "://"
-        text += authority
+        // The engine sees one spelling of each host (no upper case, no trailing dot).
+        text += HostName.normalizedAuthority(authority)
         text += path
         guard scheme == "http" || scheme == "https" else {
             throw .unsupportedScheme(

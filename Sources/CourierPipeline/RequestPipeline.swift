@@ -186,7 +186,7 @@ package final class RequestPipeline: Sendable {
                     retryable: retryable, reporters: reporters, sink: sink, register: register,
                     observation: observation)
                 try serialize(raw)
-                monitors?.emitFinished(requestID, raw)
+                await monitors?.emitFinished(requestID, raw)
                 observation?.finished(raw)
                 return raw
             } catch {
@@ -209,7 +209,7 @@ package final class RequestPipeline: Sendable {
                 switch decision {
                 case .doNotRetry:
                     if let monitors, !cancelled {
-                        monitors.emit(requestID, .failed(lastRequest, error, attempts: attempt))
+                        await monitors.emitFailed(requestID, lastRequest, error, attempts: attempt)
                     }
                     sink?.abandonAnotherAttempt(cancelled: cancelled)
                     observation?.failed(error, cancelled: cancelled)
@@ -400,8 +400,10 @@ package final class RequestPipeline: Sendable {
             return .answered(Answer(answer))
         }
         var authentication = storedCredentials(for: urlString)
+        // The call's credential (or the URL's user info) belongs to the origin the call named,
+        // not to wherever an interceptor sends the attempt.
         if let credential = prepared.call.options.credential,
-            let scoped = ScopedCredential(credential, for: adapted.url)
+            let scoped = ScopedCredential(credential, for: prepared.head.url)
         {
             authentication.server = [scoped]
         }

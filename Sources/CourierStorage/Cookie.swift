@@ -49,8 +49,8 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
     /// Whether the cookie goes with a request to `url` (RFC 6265 section 5.4: domain, path,
     /// secure); expiry is the store's business.
     public func matches(_ url: URL) -> Bool {
-        guard let host = url.host?.lowercased() else { return false }
-        let cookieDomain = domain.lowercased()
+        guard let host = HostName.of(url) else { return false }
+        let cookieDomain = HostName.normalized(domain)
         let domainMatches =
             host == cookieDomain || (includesSubdomains && host.hasSuffix("." + cookieDomain))
         guard domainMatches else { return false }
@@ -70,7 +70,7 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
     /// libcurl refuses them: a tab or line break would also break the cookie file), or when
     /// `Domain` names another site. A `Path` with a control character is ignored.
     package init?(setCookie value: String, for url: URL, now: Date = Date()) {
-        guard let host = url.host?.lowercased() else { return nil }
+        guard let host = HostName.of(url) else { return nil }
         let parts = value.split(separator: ";", omittingEmptySubsequences: false).map {
             $0.trimmingCharacters(in: .whitespaces)
         }
@@ -89,7 +89,7 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
             let argument = pieces.count == 2 ? pieces[1] : ""
             switch pieces[0].lowercased() {
             case "domain" where !argument.isEmpty:
-                let named = (argument.hasPrefix(".") ? String(argument.dropFirst()) : argument).lowercased()
+                let named = HostName.normalized(argument.hasPrefix(".") ? argument.dropFirst() : Substring(argument))
                 guard host == named || host.hasSuffix("." + named) else { return nil }
                 domain = named
                 includesSubdomains = true

@@ -10,8 +10,8 @@ package enum CookieDomain {
     /// `Domain` attribute): `domain` is `host` or a parent of it, and not a public suffix
     /// unless it is `host` itself. An IP address sets cookies for itself only.
     package static func host(_ host: String, maySetCookiesFor domain: String) -> Bool {
-        let host = host.lowercased()
-        let domain = domain.lowercased()
+        let host = HostName.normalized(host)
+        let domain = HostName.normalized(domain)
         if isIPAddress(host) { return domain == host }
         guard host == domain || host.hasSuffix("." + domain) else { return false }
         switch courier_cookie_domain_acceptable(host, domain) {

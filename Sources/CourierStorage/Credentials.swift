@@ -37,7 +37,8 @@ public struct Credential: Sendable, Hashable {
 public struct ProtectionSpace: Sendable, Hashable, CustomStringConvertible {
     /// `http` or `https`.
     public var scheme: String
-    /// The host, lower case.
+    /// The host, normalized: lower case, without a trailing dot, an IDNA name in its ASCII
+    /// (`xn--`) form, so that every spelling of one host is one protection space.
     public var host: String
     /// The port.
     public var port: Int
@@ -49,7 +50,7 @@ public struct ProtectionSpace: Sendable, Hashable, CustomStringConvertible {
     /// Creates a protection space.
     public init(scheme: String, host: String, port: Int, realm: String? = nil, isProxy: Bool = false) {
         self.scheme = scheme.lowercased()
-        self.host = host.lowercased()
+        self.host = HostName.normalized(host)
         self.port = port
         self.realm = realm
         self.isProxy = isProxy

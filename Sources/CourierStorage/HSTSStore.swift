@@ -7,8 +7,10 @@ import Synchronization
 /// https only, until when, and whether their subdomains too.
 ///
 /// Kept in a JSON file in default sessions (written whole, atomically, on each change: a host's
-/// policy survives a crash right after it was set), in memory otherwise. Hosts are domain
-/// names in lower case; IP addresses are never noted (RFC 6797 section 8.1.1).
+/// policy survives a crash right after it was set), in memory otherwise. Hosts are kept and
+/// looked up normalized (``HostName``: lower case, no trailing dot, IDNA in ASCII), so that no
+/// other spelling of a noted host goes out in clear; IP addresses are never noted (RFC 6797
+/// section 8.1.1).
 package final class HSTSStore: Sendable {
     struct Entry: Codable, Equatable {
         var expires: Date
@@ -29,7 +31,10 @@ package final class HSTSStore: Sendable {
             let decoded = try? JSONDecoder().decode([String: Entry].self, from: data)
         {
             let now = Date()
-            loaded = decoded.filter { $0.value.expires > now && !Self.isIPAddress($0.key) }
+            for (host, entry) in decoded where entry.expires > now {
+                let host = HostName.normalized(host)
+                if !host.isEmpty, !Self.isIPAddress(host) { loaded[host] = entry }
+            }
         }
         entries = Mutex(loaded)
         populated.store(!loaded.isEmpty, ordering: .relaxed)
@@ -43,7 +48,7 @@ package final class HSTSStore: Sendable {
     /// stays, as RFC 6797 section 8.3 says) when its host is known; nil otherwise.
     package func upgrade(_ url: URL) -> URL? {
         guard populated.load(ordering: .relaxed), url.scheme?.lowercased() == "http",
-            let host = url.host?.lowercased(), !Self.isIPAddress(host), policy(for: host)
+            let host = HostName.of(url), !Self.isIPAddress(host), policy(for: host)
         else { return nil }
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return nil }
         components.scheme = "https"
@@ -69,7 +74,7 @@ package final class HSTSStore: Sendable {
     /// came over a verified https connection. `max-age=0` removes the host; a header without a
     /// valid `max-age` is ignored (RFC 6797 section 6.1).
     package func record(_ header: String, host rawHost: String) {
-        let host = rawHost.lowercased()
+        let host = HostName.normalized(rawHost)
         guard !host.isEmpty, !Self.isIPAddress(host), let policy = Self.parse(header) else { return }
         entries.withLock { entries in
             let before = entries[host]

@@ -42,7 +42,7 @@ package enum RedirectPolicy {
         }
         if let upgraded = request.hsts?.upgrade(target) { target = upgraded }
         var next = request
-        next.urlString = target.absoluteString
+        next.urlString = HostName.normalizingHost(of: target.absoluteString)
         next.head.url = target
         // 301, 302 and 303 turn the request into a GET without body (HEAD stays HEAD);
         // 307 and 308 repeat it as it was.
@@ -76,13 +76,13 @@ package enum RedirectPolicy {
             }
             if chosen.method != next.head.method, chosen.method == .get || chosen.method == .head { next.body = nil }
             next.head = chosen
-            next.urlString = url.absoluteString
+            next.urlString = HostName.normalizingHost(of: url.absoluteString)
         }
         return next
     }
 
     static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
-        a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased()
+        a.scheme?.lowercased() == b.scheme?.lowercased() && HostName.of(a) == HostName.of(b)
             && effectivePort(a) == effectivePort(b)
     }
 

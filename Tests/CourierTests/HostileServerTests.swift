@@ -149,4 +149,46 @@ import Testing
             }
         }
     }
+
+    // MARK: Credentials after an interceptor's rewrite
+
+    /// An interceptor that sends every attempt to `authority` instead.
+    static func rewriting(to authority: String) -> Interceptor {
+        Interceptor(adapt: { request, _ in
+            var request = request
+            request.authority = authority
+            return request
+        })
+    }
+
+    @Test func credentialsInTheURLDoNotFollowARewriteToAnotherOrigin() async throws {
+        let (api, first, second) = try await Self.twoOrigins()
+        let name = "url-rewrite-\(UUID().uuidString.prefix(8))"
+        let path = "auth-required/\(name)?user=ada&password=secret"
+        let withUser = try #require(URL(string: "http://ada:secret@\(first.host!):\(first.port!)/\(path)"))
+        // To its own origin the URL's credential goes, with the first request.
+        let reply: JSON = try await api.GET(withUser.absoluteString)
+        #expect(reply["authenticated"] == true)
+        // Sent elsewhere by an interceptor, the request carries none of it.
+        let elsewhere = RequestOptions(interceptors: [Self.rewriting(to: "\(second.host!):\(second.port!)")])
+        let error = await capturedError {
+            _ = try await api.request(
+                .get, withUser.absoluteString, options: elsewhere, serializer: JSONResponseSerializer())
+        }
+        #expect(isCourierError(error) { $0.response?.status.code == 401 })
+        // The same for the call's own credential.
+        var own = elsewhere
+        own.credential = Credential(user: "ada", password: "secret", persistence: .none, sendsPreemptively: true)
+        let ownError = await capturedError {
+            _ = try await api.request(.get, path, options: own, serializer: JSONResponseSerializer())
+        }
+        #expect(isCourierError(ownError) { $0.response?.status.code == 401 })
+        let basic = JSON.string("Basic " + Data("ada:secret".utf8).base64EncodedString())
+        #expect(try await Self.authorizations(api, name) == [basic, .null, .null])
+        // A rewrite that keeps the origin keeps the credential.
+        let same = RequestOptions(interceptors: [Self.rewriting(to: "\(first.host!):\(first.port!)")])
+        let kept = try await api.request(
+            .get, withUser.absoluteString, options: same, serializer: JSONResponseSerializer())
+        #expect(kept.value["authenticated"] == true)
+    }
 }

@@ -47,7 +47,8 @@ MIME_TYPES = "/etc/nginx/mime.types"
 
 CLIENT_KEY_PASSWORD = "client-pass"
 P12_PASSWORD = "p12-pass"
-SERVER_SANS = "DNS:localhost, IP:127.0.0.1, DNS:api.courier.test"
+# xn--bcher-kva.courier.test is bücher.courier.test: a name to test IDNA spellings against.
+SERVER_SANS = "DNS:localhost, IP:127.0.0.1, DNS:api.courier.test, DNS:xn--bcher-kva.courier.test"
 BIG_SIZE = 1 << 20  # big.bin: 1 MiB, byte i is i % 251
 HUGE_SIZE = 1 << 28  # huge.bin: 256 MiB of zeros
 

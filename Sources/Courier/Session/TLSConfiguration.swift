@@ -33,7 +33,9 @@ public struct TLSConfiguration: Sendable, Hashable {
     /// server's key matches one of them (several let keys rotate). Each pin is
     /// `sha256//` and the base64 SHA-256 of the key's DER SubjectPublicKeyInfo, as curl's
     /// `--pinnedpubkey` takes it. Hosts without pins are verified as usual. The check happens
-    /// after the handshake and before any byte of the request is sent.
+    /// after the handshake and before any byte of the request is sent. Host names match
+    /// however they are spelled: case, a trailing dot and IDNA names in Unicode or in their
+    /// `xn--` form are all one host.
     public var pinnedPublicKeys: [String: [String]] = [:]
     /// The certificate presented when a server asks for one (mutual TLS).
     public var clientIdentity: ClientIdentity?
@@ -61,10 +63,11 @@ public struct TLSConfiguration: Sendable, Hashable {
         }
     }
 
-    /// The pins as `CURLOPT_PINNEDPUBLICKEY` takes them, by lower-case host.
+    /// The pins as `CURLOPT_PINNEDPUBLICKEY` takes them, by normalized host (lower case, no
+    /// trailing dot, IDNA names in ASCII): the form the engine looks a request's host up in.
     var curlPins: [String: String] {
         Dictionary(
-            pinnedPublicKeys.map { ($0.key.lowercased(), $0.value.joined(separator: ";")) },
+            pinnedPublicKeys.map { (HostName.normalized($0.key), $0.value.joined(separator: ";")) },
             uniquingKeysWith: { first, second in first + ";" + second })
     }
 }
