@@ -32,9 +32,10 @@ package final class CurlDriver: @unchecked Sendable {
         case add(Transfer)
         /// Cancelled by the caller: take it off the multi handle.
         case remove(Transfer)
-        /// `suspend()` and `resume()`.
-        case suspend(Transfer)
-        case unsuspend(Transfer)
+        /// `suspend()` or `resume()`: pause or unpause as the transfer's state machine says now,
+        /// not as the command was sent (two commands from two threads may arrive in either
+        /// order; the state holds the last call).
+        case applySuspension(Transfer)
         /// A byte stream's consumer caught up.
         case resumeReceiving(Transfer)
         /// The request body stream has bytes again.
@@ -326,11 +327,8 @@ package final class CurlDriver: @unchecked Sendable {
         case .run(let work): work(self)
         case .add(let transfer): add(transfer)
         case .remove(let transfer): detach(transfer)
-        case .suspend(let transfer):
-            transfer.pause.suspended = true
-            applyPause(transfer)
-        case .unsuspend(let transfer):
-            transfer.pause.suspended = false
+        case .applySuspension(let transfer):
+            transfer.pause.suspended = transfer.isSuspendedWhileRunning
             applyPause(transfer)
         case .resumeReceiving(let transfer):
             transfer.pause.receiveBackpressure = false

@@ -145,7 +145,7 @@ final class Transfer: @unchecked Sendable {
     /// Pauses a running transfer in both directions, or holds one that has not started.
     func suspend() {
         let action = lifecycle.withLock { $0.machine.suspend() }
-        if action == .pause { _ = driver.submit(.suspend(self)) }
+        if action == .pause { _ = driver.submit(.applySuspension(self)) }
     }
 
     /// Undoes `suspend()`; starts the transfer if it was never started.
@@ -153,7 +153,7 @@ final class Transfer: @unchecked Sendable {
         let action = lifecycle.withLock { $0.machine.resume() }
         switch action {
         case .enqueue: enqueue()
-        case .unpause: _ = driver.submit(.unsuspend(self))
+        case .unpause: _ = driver.submit(.applySuspension(self))
         case .none: break
         }
     }
@@ -164,6 +164,10 @@ final class Transfer: @unchecked Sendable {
     }
 
     var isFinished: Bool { lifecycle.withLock { $0.machine.isFinished } }
+
+    /// Whether the caller wants the running transfer paused now (the state machine's word,
+    /// read when the driver applies it, so that the latest call wins).
+    var isSuspendedWhileRunning: Bool { lifecycle.withLock { $0.machine.isSuspendedWhileRunning } }
 
     /// Waits for the result. When `cancelsWithCaller`, cancelling the awaiting Swift task cancels
     /// the transfer.
@@ -236,6 +240,12 @@ final class Transfer: @unchecked Sendable {
         appliedPauseMask = pause.mask  // a new hop starts paused only if suspended
         bodyReader?.close()
         bodyReader = nil
+    }
+
+    /// Whether the sink, not yet ended, finds the body it was given incomplete. Engine thread.
+    func sinkIncompleteness() -> CourierError? {
+        EngineThread.check(driver, "Transfer.sinkIncompleteness")
+        return sinkEnded ? nil : sink.checkComplete()
     }
 
     /// Ends the sink once. Engine thread.

@@ -28,7 +28,12 @@ enum TransferOutcome {
             let stage: CourierError.ResponseStage =
                 transfer.head.isComplete || !requestWasSent(easy)
                 ? .other : .readingHead(sawContentLength: transfer.head.contentLength != nil)
-            return .done(.failure(CourierError.fromCurl(code, detail: detail, context: context, stage: stage)))
+            var error = CourierError.fromCurl(code, detail: detail, context: context, stage: stage)
+            if code == CURLE_COULDNT_CONNECT, let path = request.options.unixSocketPath {
+                // libcurl names the URL's host and port, which a socket request never reaches.
+                error = error.withContext { $0.message = unixSocketMessage(path) }
+            }
+            return .done(.failure(error))
         }
         guard transfer.head.isComplete, transfer.head.statusCode != 0 else {
             _ = transfer.endSink(.failed)
@@ -59,6 +64,10 @@ enum TransferOutcome {
             // The credential did not do: the 401 (or 407), without its body, is the answer.
             _ = transfer.sink.begin(transfer.head, expectedLength: nil)
         }
+        if let incomplete = transfer.sinkIncompleteness() {
+            _ = transfer.endSink(.failed)
+            return .done(.failure(incomplete.withContext { if $0.url == nil { $0.url = transfer.current.url } }))
+        }
         var metrics = metrics(easy)
         metrics.redirectCount = transfer.redirectCount
         metrics.totalDuration += transfer.earlierHopsDuration
@@ -68,6 +77,24 @@ enum TransferOutcome {
                     request: transfer.current.head, head: transfer.head, body: transfer.endSink(.completed),
                     metrics: metrics))
         )
+    }
+
+    /// Why a connection to the Unix socket at `path` failed, naming the socket: the path is
+    /// missing, or names something other than a socket, or no server accepts on it.
+    static func unixSocketMessage(_ path: String) -> String {
+        var info = stat()
+        let reason: String
+        if stat(path, &info) != 0 {
+            reason = String(cString: strerror(errno))
+        } else {
+            switch info.st_mode & S_IFMT {
+            case S_IFSOCK: reason = "no server accepts connections on it"
+            case S_IFDIR: reason = "it is a directory, not a socket"
+            case S_IFREG: reason = "it is a regular file, not a socket"
+            default: reason = "it is not a socket"
+            }
+        }
+        return "Cannot connect to the Unix socket \(path): \(reason)"
     }
 
     /// libcurl's resolution of `Location` against the current URL (CURLINFO_REDIRECT_URL), or

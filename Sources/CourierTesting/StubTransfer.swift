@@ -297,6 +297,10 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
             let collected = sink.end(.failed)
             throw failure.error(url: url, response: head.response, body: collected.isEmpty ? nil : collected)
         }
+        if let incomplete = sink.checkComplete() {
+            _ = sink.end(.failed)
+            throw incomplete.withContext { if $0.url == nil { $0.url = url } }
+        }
         var metrics = TransferMetrics()
         metrics.bytesReceived = received
         metrics.bytesSent = sentBytes

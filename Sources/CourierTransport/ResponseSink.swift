@@ -13,6 +13,11 @@ package protocol ResponseSink: AnyObject {
     /// The final response head. Returning an error aborts the transfer with it.
     func begin(_ head: ResponseHeadParser, expectedLength: Int64?) -> CourierError?
     func write(_ bytes: UnsafeRawBufferPointer) -> SinkWrite
+    /// The transport delivered the whole body as the connection framed it, before `end`:
+    /// an error when the sink knows better that the body is not whole (a resumed download's
+    /// 206 that stopped before its `Content-Range` ended). The transfer then fails with it
+    /// and the sink ends `.failed`.
+    func checkComplete() -> CourierError?
     /// The transfer is over: `.completed` (libcurl finished it), `.failed` or `.cancelled`.
     /// Returns the bytes collected in memory, if the sink keeps any.
     func end(_ outcome: SinkOutcome) -> Data
@@ -46,6 +51,7 @@ extension ResponseSink {
     package var needsFlush: Bool { false }
     package func flush() {}
     package var progressOffset: Int64 { 0 }
+    package func checkComplete() -> CourierError? { nil }
 }
 
 package enum SinkWrite {

@@ -83,6 +83,13 @@ package struct TransferStateMachine: Sendable {
         }
     }
 
+    /// Whether the transfer is on the multi handle and should be paused: what the driver
+    /// applies when a suspend or resume reaches it, whichever of them was last.
+    package var isSuspendedWhileRunning: Bool {
+        if case .suspendedWhileRunning = state { return true }
+        return false
+    }
+
     package enum SuspendAction: Equatable {
         /// Ask the driver to pause the running transfer.
         case pause

@@ -300,6 +300,26 @@ import Testing
                 .resourceValues(forKeys: [.fileSizeKey]).fileSize == 1 << 20)
     }
 
+    @Test func aUnixSocketThatCannotBeReachedIsNamedInTheError() async throws {
+        let directory = try DownloadTests.temporaryDirectory()
+        let file = directory.appendingPathComponent("regular")
+        try Data("x".utf8).write(to: file)
+        let cases = [
+            (directory.appendingPathComponent("missing.sock").path, "No such file or directory"),
+            (file.path, "it is a regular file, not a socket"),
+            (directory.path, "it is a directory, not a socket"),
+        ]
+        for (path, reason) in cases {
+            let api = Self.manager { $0.unixSocketPath = path }
+            let error = await capturedError { _ = try await Self.text(api, URL(string: "http://localhost/tls")!) }
+            guard case .cannotConnect(let context)? = error as? CourierError else {
+                Issue.record("expected cannotConnect, got \(String(describing: error))")
+                continue
+            }
+            #expect(context.message == "Cannot connect to the Unix socket \(path): \(reason)")
+        }
+    }
+
     @Test func aResolveOverrideReachesTheRightServer() async throws {
         let servers = try await TestServers.tls()
         let port = servers.port("valid")

@@ -147,15 +147,20 @@ extension HTTPSessionManager {
         sink.sourceURL = resume?.url.absoluteString
         let originalHeaders = resume?.headers ?? call.headers
         let resumeBase: @Sendable (DownloadSink.Result) -> ResumeData? = { result in
-            guard case .partial(let file, let bytes, let validator) = result,
+            guard case .partial(let file, let bytes, let validator, let total) = result,
                 let sourceURL = sink.sourceURL.flatMap(URL.init(string:))
             else { return nil }
             return ResumeData(
                 url: sourceURL, partialFile: file, bytesWritten: bytes, validator: validator ?? resume?.validator,
-                headers: originalHeaders)
+                headers: originalHeaders, totalBytes: total ?? resume?.totalBytes)
+        }
+        let control = TaskControl()
+        if let resuming {
+            // A resumed task starts where its file is, not at zero of an unknown total.
+            control.reporters.download.update(completedBytes: resuming.partial.offset, totalBytes: resume?.totalBytes)
         }
         return DownloadTask(
-            identifier: identifier, control: TaskControl(), sink: sink, ownedBySession: background != nil,
+            identifier: identifier, control: control, sink: sink, ownedBySession: background != nil,
             resumeBase: resumeBase
         ) { control in
             do {

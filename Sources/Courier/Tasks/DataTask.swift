@@ -107,6 +107,11 @@ public final class DataTask<Value: Sendable>: Sendable {
 /// Links a task object to the transfer its pipeline creates later: cancel, suspend and resume
 /// may arrive before the transfer exists, and are replayed on it when it does. The state is
 /// guarded by the `state` lock.
+///
+/// Suspend, resume and the rate reach the transfer while the lock is held, so the transfer
+/// sees them in the order they changed the state: the last call wins, however calls from
+/// several threads interleave (a suspend handed on after the lock was released could
+/// otherwise land after a later resume and leave the transfer paused for good).
 final class TaskControl: Sendable {
     private struct State {
         var transfer: (any TransportTransfer)?
@@ -124,12 +129,12 @@ final class TaskControl: Sendable {
 
     /// Called by the pipeline right after it made the transfer, before starting it.
     func attach(_ transfer: any TransportTransfer) {
-        let (cancelled, suspended, rate) = state.withLock { state in
+        let cancelled = state.withLock { state in
             state.transfer = transfer
-            return (state.cancelled, state.suspended, state.maximumBytesPerSecond)
+            if let rate = state.maximumBytesPerSecond { transfer.setMaximumBytesPerSecond(rate) }
+            if state.suspended { transfer.suspend() }
+            return state.cancelled
         }
-        if let rate { transfer.setMaximumBytesPerSecond(rate) }
-        if suspended { transfer.suspend() }
         if cancelled { transfer.cancel() }
     }
 
@@ -149,26 +154,23 @@ final class TaskControl: Sendable {
     }
 
     func suspend() {
-        let transfer = state.withLock { state in
+        state.withLock { state in
             state.suspended = true
-            return state.transfer
+            state.transfer?.suspend()
         }
-        transfer?.suspend()
     }
 
     func resume() {
-        let transfer = state.withLock { state in
+        state.withLock { state in
             state.suspended = false
-            return state.transfer
+            state.transfer?.resume()
         }
-        transfer?.resume()
     }
 
     func setMaximumBytesPerSecond(_ rate: Int64?) {
-        let transfer = state.withLock { state in
+        state.withLock { state in
             state.maximumBytesPerSecond = .some(rate)
-            return state.transfer
+            state.transfer?.setMaximumBytesPerSecond(rate)
         }
-        transfer?.setMaximumBytesPerSecond(rate)
     }
 }

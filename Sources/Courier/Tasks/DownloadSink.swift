@@ -25,8 +25,9 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
     enum Result: Sendable {
         /// The whole body is in `file`; `suggestedName` comes from `Content-Disposition`.
         case complete(file: URL, bytes: Int64, suggestedName: String?)
-        /// A partial file that a resumed download can finish.
-        case partial(file: URL, bytes: Int64, validator: String?)
+        /// A partial file that a resumed download can finish; `total` is the whole resource's
+        /// length when the response announced it.
+        case partial(file: URL, bytes: Int64, validator: String?, total: Int64?)
         /// Nothing on disk (the body of an error response is returned in memory).
         case none
     }
@@ -76,6 +77,11 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
     private var suggestedName: String?
     private var errorBody: MemorySink?
     private var alreadyComplete = false
+    /// The whole resource's length, when the response announced it (for resume data).
+    private var total: Int64?
+    /// A 206's end: the file offset after the last byte its `Content-Range` announced. The
+    /// body may not go past it, and must reach it.
+    private var rangeEnd: Int64?
 
     /// `file` is a new temporary file; with `resuming`, the sink finishes that partial file
     /// instead (and owns its descriptor).
@@ -102,7 +108,24 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
         }
         guard proceed else { return .fileSystem(.init(url: nil, message: "The download was cancelled")) }
         written = 0  // an earlier attempt's count (a 206 sets it to the offset below)
+        rangeEnd = nil
         let status = head.statusCode
+        if let resumeOffset, status == 206 {
+            // A 206 continues the partial file only if it is the rest of the same version: the
+            // range starts at the file's end, and the validator is the one `If-Range` sent.
+            // Otherwise the file is left as it was, for another try.
+            let range = head.lastValue(of: "content-range").flatMap(ContentRange.init)
+            if let problem = Self.continuationProblem(range, head, offset: resumeOffset, validator: resumeValidator) {
+                written = resumeOffset
+                validator = resumeValidator
+                total = nil
+                return problem
+            }
+            rangeEnd = range?.end.map { $0 + 1 }
+            total = range?.total
+        } else if (200..<300).contains(status) {
+            total = expectedLength
+        }
         validator = head.lastValue(of: "etag") ?? head.lastValue(of: "last-modified")
         suggestedName = head.lastValue(of: "content-disposition").flatMap(ContentDisposition.fileName)
         if let resumeOffset, status == 416,
@@ -120,12 +143,6 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
         }
         if let resumeOffset {
             if status == 206 {
-                guard let range = head.lastValue(of: "content-range").flatMap(ContentRange.init),
-                    range.start == resumeOffset
-                else {
-                    return .invalidResponse(
-                        .init(message: "The server resumed the download at another offset than \(resumeOffset)"))
-                }
                 written = resumeOffset
                 progressOffset = resumeOffset
             }
@@ -158,6 +175,18 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
             return .accepted
         }
         guard descriptor >= 0 else { return .accepted }  // 416 for a complete file: no body to keep
+        if let rangeEnd, written + Int64(bytes.count) > rangeEnd {
+            // More than the range announced: whatever this body is, it is not that range, so
+            // none of what it wrote stays.
+            let offset = progressOffset
+            written = ftruncate(descriptor, off_t(offset)) == 0 ? offset : 0
+            return .failed(
+                .invalidResponse(
+                    .init(
+                        message:
+                            "The server sent more than the range it announced (bytes \(offset)-\(rangeEnd - 1)); "
+                            + "the download keeps the \(offset) bytes it had")))
+        }
         var offset = 0
         while offset < bytes.count {
             let count = Foundation.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
@@ -190,7 +219,7 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
         case .completed where onDisk || alreadyComplete:
             result = .complete(file: file, bytes: written, suggestedName: suggestedName)
         case .failed where onDisk && written > 0, .cancelled where onDisk && written > 0 && wantsPartial:
-            result = .partial(file: file, bytes: written, validator: validator)
+            result = .partial(file: file, bytes: written, validator: validator, total: total)
         default:
             // Delete what this sink created; a resumed download's partial file goes too when
             // the caller cancelled without asking to keep it.
@@ -204,6 +233,50 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
         }
         for waiter in waiters { waiter.resume(returning: result) }
         return body
+    }
+
+    /// A 206 that stopped before the end of its `Content-Range` (a connection closed cleanly
+    /// part way, with no length to tell libcurl) is not a whole body: the transfer fails as a
+    /// lost connection would, and the partial file is kept to continue.
+    func checkComplete() -> CourierError? {
+        guard errorBody == nil, let rangeEnd, written < rangeEnd || (total.map { written < $0 } ?? false) else {
+            return nil
+        }
+        let expected = total.map { "of \($0) " } ?? ""
+        return .connectionLost(
+            .init(
+                message:
+                    "The server ended the resumed download at byte \(written) \(expected)(its Content-Range "
+                    + "announced bytes \(progressOffset)-\(rangeEnd - 1)); the partial file is kept"))
+    }
+
+    /// Why a 206 with `range` cannot continue a partial file of `offset` bytes whose version
+    /// is `validator`; nil when it can.
+    static func continuationProblem(
+        _ range: ContentRange?, _ head: ResponseHeadParser, offset: Int64, validator: String?
+    ) -> CourierError? {
+        guard let range, let start = range.start, let end = range.end, start == offset, end >= start,
+            range.total.map({ end < $0 }) ?? true
+        else {
+            return .invalidResponse(
+                .init(
+                    message:
+                        "The server resumed the download at another range than bytes \(offset)- (\(range?.text ?? "none"))"
+                ))
+        }
+        // `If-Range` held an entity tag or a date; the 206 must carry the same one, if it
+        // carries one at all (RFC 9110 section 13.1.5: a strong match).
+        if let validator {
+            let isTag = validator.hasPrefix("\"") || validator.hasPrefix("W/")
+            if let current = head.lastValue(of: isTag ? "etag" : "last-modified"), current != validator {
+                return .invalidResponse(
+                    .init(
+                        message:
+                            "The server resumed the download from another version (\(current), not \(validator)); "
+                            + "the partial file is kept as it was"))
+            }
+        }
+        return nil
     }
 
     deinit {
@@ -226,7 +299,7 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
         switch last {
         case .complete:
             return nil
-        case .partial(_, let bytes, let validator):
+        case .partial(_, let bytes, let validator, _):
             guard let validator = validator ?? resumeValidator else { return nil }
             resumeOffset = bytes
             resumeValidator = validator
@@ -317,8 +390,11 @@ struct ContentRange {
     var start: Int64?
     var end: Int64?
     var total: Int64?
+    /// The header's value as received.
+    var text: String
 
     init?(_ value: String) {
+        text = value
         let trimmed = value.trimmingCharacters(in: .whitespaces)
         guard trimmed.lowercased().hasPrefix("bytes ") else { return nil }
         let spec = trimmed.dropFirst(6)

@@ -22,14 +22,21 @@ public struct ResumeData: Sendable, Codable, Hashable {
     public var validator: String?
     /// The headers the original call gave (they are sent again).
     public var headers: [String: String]
+    /// The whole resource's length, when the interrupted response announced it: a resumed
+    /// task's progress starts at ``bytesWritten`` of it.
+    public var totalBytes: Int64?
 
     /// Creates resume data.
-    public init(url: URL, partialFile: URL, bytesWritten: Int64, validator: String?, headers: [String: String] = [:]) {
+    public init(
+        url: URL, partialFile: URL, bytesWritten: Int64, validator: String?, headers: [String: String] = [:],
+        totalBytes: Int64? = nil
+    ) {
         self.url = url
         self.partialFile = partialFile
         self.bytesWritten = bytesWritten
         self.validator = validator
         self.headers = headers
+        self.totalBytes = totalBytes
     }
 
     /// A JSON encoding, for storing.
