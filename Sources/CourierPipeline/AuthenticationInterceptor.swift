@@ -48,9 +48,15 @@ public struct BearerCredential: Sendable, Hashable {
 /// - More than ``maximumRefreshes`` refreshes within ``refreshWindow`` are refused with
 ///   ``CourierError/authenticationFailed(_:)`` (a server that rejects every new token would
 ///   otherwise loop).
+/// - A refresh that takes longer than ``refreshTimeout`` is cancelled and fails its waiters
+///   with ``CourierError/authenticationFailed(_:)`` (its `underlyingError` a `timedOut`); the
+///   next request that needs a credential starts a new one. A waiting request whose task is
+///   cancelled stops waiting at once (with `CancellationError`), whatever the refresh does.
 public final class AuthenticationInterceptor: RequestInterceptor {
     /// Refresh a credential that expires this soon.
     public let refreshMargin: Duration
+    /// The longest a refresh may take.
+    public let refreshTimeout: Duration
     /// The window in which at most ``maximumRefreshes`` refreshes may happen.
     public let refreshWindow: Duration
     /// The most refreshes within ``refreshWindow``.
@@ -72,9 +78,11 @@ public final class AuthenticationInterceptor: RequestInterceptor {
     /// and gets new ones from `refresh`, which is given the current credential.
     public init(
         credential: BearerCredential?, refreshMargin: Duration = .seconds(30), refreshWindow: Duration = .seconds(30),
-        maximumRefreshes: Int = 5, refresh: @escaping @Sendable (BearerCredential?) async throws -> BearerCredential
+        maximumRefreshes: Int = 5, refreshTimeout: Duration = .seconds(30),
+        refresh: @escaping @Sendable (BearerCredential?) async throws -> BearerCredential
     ) {
         self.refreshMargin = refreshMargin
+        self.refreshTimeout = refreshTimeout
         self.refreshWindow = refreshWindow
         self.maximumRefreshes = maximumRefreshes
         self.refresh = refresh
@@ -137,11 +145,19 @@ public final class AuthenticationInterceptor: RequestInterceptor {
             guard state.refreshTimes.count < maximumRefreshes else { return .refused }
             state.refreshTimes.append(now)
             let old = state.credential
-            let task = Task { [refresh] in
+            let task = Task { [refresh, refreshTimeout] in
+                // The refresh runs on its own, so that one that never returns (or ignores its
+                // cancellation) cannot hold this task, nor the waiters, past the timeout.
+                let work = Task { try await refresh(old) }
                 let outcome: Result<BearerCredential, any Error>
                 do {
-                    outcome = .success(try await refresh(old))
+                    outcome = .success(
+                        try await DetachedWait.value(of: work, timeout: refreshTimeout) {
+                            CourierError.timedOut(
+                                .init(message: "The bearer credential's refresh took longer than \(refreshTimeout)"))
+                        })
                 } catch {
+                    work.cancel()
                     outcome = .failure(
                         CourierError.authenticationFailed(
                             .init(message: "Refreshing the bearer credential failed: \(error)", underlyingError: error))
@@ -160,7 +176,8 @@ public final class AuthenticationInterceptor: RequestInterceptor {
         case .current(let credential):
             return credential
         case .wait(let task):
-            return try await task.value
+            // Ends with the caller's cancellation too; the refresh goes on for the others.
+            return try await DetachedWait.value(of: task)
         case .refused:
             throw CourierError.authenticationFailed(
                 .init(

@@ -72,6 +72,11 @@ public struct RequestEvent: Sendable {
 /// Hands events to a session's monitors without blocking: each monitor has an unbounded queue
 /// of events and one task that takes them in order, in batches.
 ///
+/// One exception: a `LoggingMonitor`'s lines of a request are written before the request's
+/// call returns. The request's last event (`finished` or `failed`) waits until such a monitor
+/// has handled it (and so every event before it), so that a program's own next log line comes
+/// after them and a short program that exits after its request loses none.
+///
 /// Response heads come from the transport's thread as recorded: they are parsed into
 /// `HTTPResponse`s on the monitors' tasks, so that the engine thread only queues them.
 package final class EventMonitorGroup: Sendable {
@@ -102,6 +107,8 @@ package final class EventMonitorGroup: Sendable {
 
     private let queues: [MonitorQueue]
     private let consumers: [Task<Void, Never>]
+    /// The queues of the monitors whose lines must be out before a call returns (loggers).
+    private let flushedQueues: [MonitorQueue]
 
     /// A group for `monitors`; nil when there are none, so that a session without monitors
     /// builds no events.
@@ -109,23 +116,29 @@ package final class EventMonitorGroup: Sendable {
         guard !monitors.isEmpty else { return nil }
         var queues: [MonitorQueue] = []
         var consumers: [Task<Void, Never>] = []
+        var flushedQueues: [MonitorQueue] = []
         for monitor in monitors {
             let queue = MonitorQueue()
             queues.append(queue)
+            let flushed = monitor is LoggingMonitor
+            if flushed { flushedQueues.append(queue) }
             consumers.append(
                 Task.detached {
                     while let batch = await queue.next() {
                         for pending in batch {
                             if let event = pending.event { await monitor.handle(event) }
                         }
+                        queue.handled(batch.count)
                         // Events that come within the next millisecond are taken together:
-                        // a monitor that keeps up costs a wakeup per batch, not per event.
-                        try? await Task.sleep(for: .milliseconds(1))
+                        // a monitor that keeps up costs a wakeup per batch, not per event. (Not
+                        // a logger's: a request waits for its lines.)
+                        if !flushed { try? await Task.sleep(for: .milliseconds(1)) }
                     }
                 })
         }
         self.queues = queues
         self.consumers = consumers
+        self.flushedQueues = flushedQueues
     }
 
     deinit {
@@ -138,13 +151,30 @@ package final class EventMonitorGroup: Sendable {
         enqueue(.event(RequestEvent(requestID: requestID, kind: kind)))
     }
 
-    /// Queues `finished` for `raw`, whose head is parsed on the monitors' tasks (once, for all).
-    package func emitFinished(_ requestID: UInt64, _ raw: RawResponse) {
-        enqueue(.finished(requestID, Date(), raw.request, raw.head, raw.metrics, raw.source))
+    /// Queues `finished` for `raw`, whose head is parsed on the monitors' tasks (once, for all);
+    /// returns once the loggers have written it.
+    package func emitFinished(_ requestID: UInt64, _ raw: RawResponse) async {
+        await enqueueLast(.finished(requestID, Date(), raw.request, raw.head, raw.metrics, raw.source))
+    }
+
+    /// Queues `failed`; returns once the loggers have written it.
+    package func emitFailed(_ requestID: UInt64, _ request: HTTPRequest, _ error: any Error, attempts: Int) async {
+        await enqueueLast(.event(RequestEvent(requestID: requestID, kind: .failed(request, error, attempts: attempts))))
     }
 
     private func enqueue(_ pending: Pending) {
         for queue in queues { queue.append(pending) }
+    }
+
+    /// A request's last event: queued for all, and waited for by the loggers.
+    private func enqueueLast(_ pending: Pending) async {
+        guard !flushedQueues.isEmpty else { return enqueue(pending) }
+        var marks: [(MonitorQueue, UInt64)] = []
+        for queue in queues {
+            let mark = queue.append(pending)
+            if flushedQueues.contains(where: { $0 === queue }) { marks.append((queue, mark)) }
+        }
+        for (queue, mark) in marks { await queue.waitUntilHandled(mark) }
     }
 
     /// Waits until every monitor has handled every event queued so far, and ends the
@@ -193,21 +223,55 @@ final class MonitorQueue: Sendable {
         var events: [EventMonitorGroup.Pending] = []
         var waiter: CheckedContinuation<[EventMonitorGroup.Pending]?, Never>?
         var finished = false
+        /// Events appended and events handled, counted from the start.
+        var appended: UInt64 = 0
+        var handled: UInt64 = 0
+        /// Requests waiting until the count of handled events reaches their mark.
+        var flushWaiters: [(mark: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
     private let state = Locked(State())
 
-    func append(_ pending: EventMonitorGroup.Pending) {
-        let waiter = state.withLock { state -> CheckedContinuation<[EventMonitorGroup.Pending]?, Never>? in
-            guard !state.finished else { return nil }
+    /// Queues `pending`; returns its number (the count of events handled once it is).
+    @discardableResult
+    func append(_ pending: EventMonitorGroup.Pending) -> UInt64 {
+        let (waiter, mark) = state.withLock {
+            state -> (CheckedContinuation<[EventMonitorGroup.Pending]?, Never>?, UInt64) in
+            guard !state.finished else { return (nil, 0) }
+            state.appended += 1
             guard let waiter = state.waiter else {
                 state.events.append(pending)
-                return nil
+                return (nil, state.appended)
             }
             state.waiter = nil
-            return waiter
+            return (waiter, state.appended)
         }
         waiter?.resume(returning: [pending])
+        return mark
+    }
+
+    /// The monitor handled `count` more events.
+    func handled(_ count: Int) {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.handled += UInt64(count)
+            let handled = state.handled
+            let ready = state.flushWaiters.filter { $0.mark <= handled }.map(\.continuation)
+            state.flushWaiters.removeAll { $0.mark <= handled }
+            return ready
+        }
+        for waiter in ready { waiter.resume() }
+    }
+
+    /// Returns once event number `mark` has been handled (at once for a finished queue's).
+    func waitUntilHandled(_ mark: UInt64) async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                if state.handled >= mark || state.finished { return true }
+                state.flushWaiters.append((mark, continuation))
+                return false
+            }
+            if now { continuation.resume() }
+        }
     }
 
     /// Ends the queue: `next()` returns what is left, then nil.

@@ -1,3 +1,4 @@
+import CourierCore
 import Foundation
 
 /// One event of a `text/event-stream` (Server-Sent Events).
@@ -27,11 +28,24 @@ public struct ServerSentEvent: Sendable, Hashable {
 /// one leading space removed, `id` values with NUL ignored, `retry` only when all digits, and
 /// an event dispatched at each blank line when it has data. What is left at the end of the
 /// stream without a blank line is not an event.
+///
+/// A line longer than `maximumLineLength` bytes, or an event whose data, type and ID together
+/// pass `maximumEventSize` bytes, fails ``feed(_:)`` with ``CourierError/responseTooLarge(_:)``:
+/// a stream whose line never ends would otherwise take all memory.
 public struct ServerSentEventParser: Sendable {
+    /// The longest line by default: 1 MiB.
+    public static let defaultMaximumLineLength = 1 << 20
+    /// The largest event by default: 8 MiB.
+    public static let defaultMaximumEventSize = 8 << 20
+
     /// The last event ID buffer: survives events, and a reconnection sends it.
     public private(set) var lastEventID: String?
     /// The reconnection delay from the last valid `retry:` field.
     public private(set) var retry: Duration?
+    /// The longest line accepted, in bytes (without its line end).
+    public let maximumLineLength: Int
+    /// The largest event accepted, in bytes of data (with its line feeds), type and ID.
+    public let maximumEventSize: Int
 
     private var line: [UInt8] = []
     private var afterCR = false
@@ -41,12 +55,18 @@ public struct ServerSentEventParser: Sendable {
     private var hasData = false
 
     /// A parser; `lastEventID` continues a stream that was reconnected.
-    public init(lastEventID: String? = nil) {
+    public init(
+        lastEventID: String? = nil, maximumLineLength: Int = defaultMaximumLineLength,
+        maximumEventSize: Int = defaultMaximumEventSize
+    ) {
         self.lastEventID = lastEventID
+        self.maximumLineLength = max(1, maximumLineLength)
+        self.maximumEventSize = max(1, maximumEventSize)
     }
 
-    /// The events completed by `bytes`.
-    public mutating func feed(_ bytes: some Sequence<UInt8>) -> [ServerSentEvent] {
+    /// The events completed by `bytes`. Throws ``CourierError/responseTooLarge(_:)`` when a
+    /// line or an event passes its limit; the parser is then spent.
+    public mutating func feed(_ bytes: some Sequence<UInt8>) throws(CourierError) -> [ServerSentEvent] {
         var events: [ServerSentEvent] = []
         for byte in bytes {
             if afterCR {
@@ -56,10 +76,14 @@ public struct ServerSentEventParser: Sendable {
             switch byte {
             case 0x0D:
                 afterCR = true
-                endLine(into: &events)
+                try endLine(into: &events)
             case 0x0A:
-                endLine(into: &events)
+                try endLine(into: &events)
             default:
+                guard line.count < maximumLineLength else {
+                    throw .responseTooLarge(
+                        .init(message: "An event stream line is longer than the limit of \(maximumLineLength) bytes"))
+                }
                 line.append(byte)
                 if atStart, line.count == 3 {
                     atStart = false
@@ -70,7 +94,7 @@ public struct ServerSentEventParser: Sendable {
         return events
     }
 
-    private mutating func endLine(into events: inout [ServerSentEvent]) {
+    private mutating func endLine(into events: inout [ServerSentEvent]) throws(CourierError) {
         atStart = false
         let text = String(decoding: line, as: UTF8.self)
         line.removeAll(keepingCapacity: true)
@@ -96,6 +120,10 @@ public struct ServerSentEventParser: Sendable {
             data += value
             data += "\n"
             hasData = true
+            guard data.utf8.count + eventType.utf8.count + (lastEventID?.utf8.count ?? 0) <= maximumEventSize else {
+                throw .responseTooLarge(
+                    .init(message: "An event stream event is larger than the limit of \(maximumEventSize) bytes"))
+            }
         case "id":
             if !value.contains("\0") { lastEventID = String(value) }
         case "retry":

@@ -148,4 +148,51 @@ import Testing
                 })
         }
     }
+
+    // MARK: A refresh that never returns
+
+    /// A refresh that asks the fault server's `/silent`, which never answers.
+    static func silentRefresh() async throws -> @Sendable (BearerCredential?) async throws -> BearerCredential {
+        let endpoint = try await faultManager()
+        return { _ in
+            let token: String = try await endpoint.GET("silent", serializer: StringResponseSerializer())
+            return BearerCredential(accessToken: token)
+        }
+    }
+
+    @Test func aRefreshThatNeverReturnsIsCutOffByItsTimeout() async throws {
+        let auth = AuthenticationInterceptor(
+            credential: nil, refreshTimeout: .milliseconds(500), refresh: try await Self.silentRefresh())
+        let api = try await faultManager {
+            $0.interceptors = [auth]
+            $0.requestTimeout = .seconds(2)
+        }
+        let name = Self.name("silent-refresh")
+        let started = ContinuousClock.now
+        let error = await capturedError { let _: JSON = try await api.GET("bearer/\(name)") }
+        guard case .authenticationFailed(let context)? = error as? CourierError else {
+            Issue.record("expected authenticationFailed, got \(String(describing: error))")
+            return
+        }
+        #expect(isCourierError(context.underlyingError) { if case .timedOut = $0 { true } else { false } })
+        // Ended by the refresh's own limit, not by the silent endpoint's 60 s timeout.
+        #expect(ContinuousClock.now - started < .seconds(30))
+        // The next request starts a refresh of its own rather than waiting on the dead one.
+        let again = await capturedError { let _: JSON = try await api.GET("bearer/\(name)") }
+        #expect(isCourierError(again) { if case .authenticationFailed = $0 { true } else { false } })
+        #expect(try await RetryTests.stats(name)["requests"] == 0)
+    }
+
+    @Test func cancellingARequestEndsItsWaitForARefresh() async throws {
+        let auth = AuthenticationInterceptor(credential: nil, refresh: try await Self.silentRefresh())
+        let api = try await Self.manager(auth)
+        let name = Self.name("cancelled-refresh")
+        let request = Task { () -> JSON in try await api.GET("bearer/\(name)") }
+        try await Task.sleep(for: .milliseconds(300))
+        let cancelled = ContinuousClock.now
+        request.cancel()
+        let error = await capturedError { _ = try await request.value }
+        #expect(error is CancellationError, "\(String(describing: error))")
+        #expect(ContinuousClock.now - cancelled < .seconds(10))
+    }
 }

@@ -135,6 +135,30 @@ import Testing
         #expect(!everything.contains("id=xyzzy"))
     }
 
+    @Test func aRequestsLogLineIsWrittenBeforeItsCallReturns() async throws {
+        let recorder = LogRecorder()
+        var logger = recorder.logger
+        logger.logLevel = .debug
+        let api = HTTPSessionManager(baseURL: try await TestServers.fault(), configuration: .ephemeral, logger: logger)
+        for index in 0..<20 {
+            let _: JSON = try await api.GET("echo", parameters: ["i": .int(index)])
+            // The app's own next line comes after the request's.
+            logger.debug("app \(index)")
+            let error = await capturedError { let _: JSON = try await api.GET("status/404") }
+            #expect(error != nil)
+            logger.debug("app failed \(index)")
+        }
+        let messages = recorder.messages
+        #expect(messages.count == 80)
+        for index in 0..<20 {
+            let lines = Array(messages[(index * 4)..<(index * 4 + 4)])
+            #expect(lines[0].contains("/echo?i=\(index) -> 200"), "\(lines)")
+            #expect(lines[1] == "app \(index)")
+            #expect(lines[2].contains("/status/404 failed"), "\(lines)")
+            #expect(lines[3] == "app failed \(index)")
+        }
+    }
+
     @Test func aLoggerAboveDebugGetsNoMonitor() async throws {
         let recorder = LogRecorder()
         var logger = recorder.logger

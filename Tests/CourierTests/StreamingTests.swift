@@ -76,7 +76,7 @@ import Testing
 
     static func parse(_ pieces: [String]) -> [ServerSentEvent] {
         var parser = ServerSentEventParser()
-        return pieces.flatMap { parser.feed(Array($0.utf8)) }
+        return pieces.flatMap { (try? parser.feed(Array($0.utf8))) ?? [] }
     }
 
     @Test func parsingFollowsTheEventStreamRules() {
@@ -142,5 +142,75 @@ import Testing
             for try await _ in api.events("echo") {}
         }
         #expect(isCourierError(error) { if case .unacceptableContentType = $0 { true } else { false } })
+    }
+
+    // MARK: Hostile event streams
+
+    @Test func aServerThatSaysRetry0AndClosesAtOnceGetsBackoffThenAnError() async throws {
+        let api = try await faultManager()
+        let name = "events-close-\(UUID().uuidString.prefix(8))"
+        let options = EventStreamOptions(
+            minimumReconnectionDelay: .milliseconds(100), maximumReconnectionDelay: .seconds(2),
+            maximumReconnectionsWithoutEvents: 4)
+        let error = await capturedError {
+            for try await _ in api.events("events-close/\(name)", streamOptions: options) {}
+        }
+        #expect(
+            isCourierError(error) { if case .connectionLost = $0 { true } else { false } },
+            "\(String(describing: error))")
+        let times = try await RetryTests.stats(name)["times"].arrayValue?.compactMap(\.doubleValue) ?? []
+        // The first connection and four reconnections, each delay at least the floor and
+        // doubling: 100-200 ms, 200-400, 400-800, 800-1600 (half of each is random).
+        #expect(times.count == 5)
+        let gaps = zip(times.dropFirst(), times).map { $0 - $1 }
+        #expect(gaps.allSatisfy { $0 >= 0.1 }, "\(gaps)")
+        let waited: Double = gaps.reduce(0, +)
+        #expect(waited >= 1.5, "\(gaps)")
+    }
+
+    @Test func theDefaultsNeverReconnectSoonerThanTheFloor() async throws {
+        let api = try await faultManager()
+        let name = "events-floor-\(UUID().uuidString.prefix(8))"
+        let stream = Task {
+            for try await _ in api.events("events-close/\(name)") {}
+        }
+        // retry: 0 and an immediate close: wait for three connections (two reconnections).
+        var times: [Double] = []
+        let deadline = ContinuousClock.now + .seconds(60)
+        while times.count < 3, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+            times = try await RetryTests.stats(name)["times"].arrayValue?.compactMap(\.doubleValue) ?? []
+        }
+        stream.cancel()
+        _ = await stream.result
+        try #require(times.count >= 3)
+        // Not a tight loop: the first reconnection waits at least the 250 ms floor, the next
+        // at least twice that (the backoff, half of each delay random).
+        let gaps = zip(times.dropFirst(), times).map { $0 - $1 }
+        #expect(gaps[0] >= 0.25, "\(gaps)")
+        #expect(gaps[1] >= 0.5, "\(gaps)")
+    }
+
+    @Test func aLineThatNeverEndsFailsTheStreamAtItsLimit() async throws {
+        let api = try await faultManager()
+        var options = EventStreamOptions()
+        options.maximumLineLength = 4 << 20
+        let error = await capturedError {
+            for try await _ in api.events("endless", parameters: ["line": 1], streamOptions: options) {}
+        }
+        guard case .responseTooLarge(let context)? = error as? CourierError else {
+            Issue.record("expected responseTooLarge, got \(String(describing: error))")
+            return
+        }
+        #expect(context.message.contains("line is longer than the limit of 4194304 bytes"))
+    }
+
+    @Test func theParserRefusesALineOrAnEventPastItsLimit() throws {
+        var lines = ServerSentEventParser(maximumLineLength: 8)
+        #expect(try lines.feed(Array("data: 1\n\n".utf8)).map(\.data) == ["1"])
+        #expect(throws: CourierError.self) { try lines.feed(Array("data: 123\n".utf8)) }
+        var events = ServerSentEventParser(maximumEventSize: 10)
+        #expect(try events.feed(Array("data: abcd\ndata: efgh\n\n".utf8)).map(\.data) == ["abcd\nefgh"])
+        #expect(throws: CourierError.self) { try events.feed(Array("data: abcdef\ndata: ghijk\n".utf8)) }
     }
 }

@@ -22,7 +22,38 @@ enum FuzzTargets {
         "disposition": disposition,
         "query": query,
         "multipart": multipart,
+        "sse": serverSentEvents,
     ]
+
+    // MARK: Server-Sent Events
+
+    /// The events do not depend on how the stream is cut into chunks (the first byte picks the
+    /// chunk size), nor does a refusal; an event's data holds no CR and stays within the
+    /// parser's limit, its ID holds no NUL.
+    static func serverSentEvents(_ data: Data) {
+        guard let first = data.first else { return }
+        let bytes = Array(data.dropFirst())
+        func parser() -> ServerSentEventParser { ServerSentEventParser(maximumLineLength: 64, maximumEventSize: 256) }
+        var whole = parser()
+        let all = try? whole.feed(bytes)
+        var pieces = parser()
+        var split: [ServerSentEvent]? = []
+        let size = Int(first % 16) + 1
+        for start in stride(from: 0, to: bytes.count, by: size) {
+            guard let events = try? pieces.feed(bytes[start..<min(start + size, bytes.count)]) else {
+                split = nil
+                break
+            }
+            split?.append(contentsOf: events)
+        }
+        fuzzCheck(all == split, "whole: \(String(describing: all)), in chunks of \(size): \(String(describing: split))")
+        for event in all ?? [] {
+            fuzzCheck(!event.data.contains("\r"), "a CR in the data of \(event)")
+            fuzzCheck(event.data.utf8.count <= 256, "an event past the limit: \(event.data.utf8.count) bytes")
+            fuzzCheck(!(event.id ?? "").contains("\0"), "a NUL in the id of \(event)")
+        }
+        fuzzCheck(whole.lastEventID == pieces.lastEventID || split == nil, "the last event IDs differ")
+    }
 
     // MARK: JSON
 
