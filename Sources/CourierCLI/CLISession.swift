@@ -41,6 +41,10 @@ struct CLISession: Codable {
     var auth: String?
     /// The token from `--bearer`.
     var bearer: String?
+    /// The scheme of the run that gave `auth` or `bearer` (`https` or `http`). A credential
+    /// given over https is never sent over plain http, although the session (kept by host and
+    /// port, as HTTPie keeps it) is the same; nil (a file from before) counts as https.
+    var credentialScheme: String?
     var cookies: [StoredCookie] = []
 
     /// The file of session `name` for `url`'s host and port.
@@ -49,17 +53,39 @@ struct CLISession: Codable {
         guard !name.isEmpty, name != ".", name != "..", name.unicodeScalars.allSatisfy(allowed.contains) else {
             throw CLIError("--session takes a name of letters, digits, '.', '_' and '-', not '\(name)'")
         }
-        guard let target = URL(string: url), let host = target.host?.lowercased(), !host.isEmpty else {
-            throw CLIError("--session needs a URL with a host, not '\(url)'")
+        guard let target = URL(string: url), let host = directoryName(of: target) else {
+            throw CLIError("--session needs a URL with a host name or address, not '\(url)'")
         }
         let environment = ProcessInfo.processInfo.environment
         let config =
             environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0) }
             ?? URL(fileURLWithPath: environment["HOME"] ?? NSHomeDirectory()).appendingPathComponent(".config")
         let hostDirectory = target.port.map { "\(host)_\($0)" } ?? host
-        return config.appendingPathComponent("courier/sessions").appendingPathComponent(
-            hostDirectory.replacingOccurrences(of: "/", with: "_")
-        ).appendingPathComponent("\(name).json")
+        return config.appendingPathComponent("courier/sessions").appendingPathComponent(hostDirectory)
+            .appendingPathComponent("\(name).json")
+    }
+
+    /// The folder name for `url`'s host: the host as Courier compares hosts (lower case, no
+    /// trailing dot, IDNA in ASCII), an IPv6 address in brackets; nil unless every label is
+    /// non-empty and of letters, digits, `-` and `_`, so that no host names a folder outside
+    /// `sessions/` (`..`, `.`) or two spellings of one host two folders.
+    static func directoryName(of url: URL) -> String? {
+        // A protection space's host is the normalized one.
+        guard let host = ProtectionSpace(url: url)?.host, !host.isEmpty else { return nil }
+        if host.contains(":") {
+            let hex = CharacterSet(charactersIn: "0123456789abcdef:.")
+            return host.unicodeScalars.allSatisfy(hex.contains) ? "[\(host)]" : nil
+        }
+        let allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyz0123456789-_")
+        let labels = host.split(separator: ".", omittingEmptySubsequences: false)
+        guard labels.allSatisfy({ !$0.isEmpty && $0.unicodeScalars.allSatisfy(allowed.contains) }) else { return nil }
+        return host
+    }
+
+    /// Whether the saved `auth` or `bearer` may go with a request to `url`: not over plain
+    /// http when it was given over https.
+    func credentialMayGo(to url: URL) -> Bool {
+        url.scheme?.lowercased() == "https" || credentialScheme == "http"
     }
 
     /// The session in `file`; an empty one when there is no file yet.

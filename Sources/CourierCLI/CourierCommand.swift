@@ -224,18 +224,31 @@ struct CourierCommand: AsyncParsableCommand {
         }
         // --session: what the last run kept, with this run's --auth or --bearer in its place.
         var kept: (file: URL, session: CLISession)?
+        // The credential this run sends: its own, else the session's unless that one was given
+        // over https and this request would carry it in clear.
+        var (auth, bearer) = (self.auth, self.bearer)
         if let session {
             let file = try CLISession.file(name: session, url: invocation.url)
             var stored = try CLISession.load(from: file)
-            if let auth { (stored.auth, stored.bearer) = (auth, nil) }
-            if let bearer { (stored.auth, stored.bearer) = (nil, bearer) }
+            let scheme = URL(string: invocation.url)?.scheme?.lowercased()
+            if let auth { (stored.auth, stored.bearer, stored.credentialScheme) = (auth, nil, scheme) }
+            if let bearer { (stored.auth, stored.bearer, stored.credentialScheme) = (nil, bearer, scheme) }
+            if stored.auth != nil || stored.bearer != nil {
+                if let url = URL(string: invocation.url), stored.credentialMayGo(to: url) {
+                    (auth, bearer) = (stored.auth, stored.bearer)
+                } else {
+                    FileHandle.standardError.write(
+                        Data(
+                            ("courier: --session \(session): its credential was given over https and is not "
+                                + "sent over http\n").utf8))
+                }
+            }
             kept = (file, stored)
         }
-        let auth = kept?.session.auth ?? auth
         var configuration = HTTPSessionConfiguration.ephemeral
         configuration.requestTimeout = .milliseconds(Int(timeout * 1000))
         configuration.followsRedirects = !noFollow
-        apply(to: &configuration, host: URL(string: invocation.url)?.host, bearer: kept?.session.bearer ?? bearer)
+        apply(to: &configuration, host: URL(string: invocation.url)?.host, bearer: bearer)
         if offline { configuration.interceptors.append(OfflineInterceptor()) }
         let api = HTTPSessionManager(configuration: configuration)
         try storeCredential(auth, in: api, for: invocation.url)
@@ -310,21 +323,49 @@ struct CourierCommand: AsyncParsableCommand {
         }
     }
 
-    /// A GET whose body alone is printed goes as a byte stream: an event stream or NDJSON is
-    /// written as it arrives (a line at a time, as the server sends them); any other body is
-    /// gathered and printed whole, as `send` does. A status outside 200..<300 throws
-    /// `unacceptableStatusCode` with the start of the body, printed by the caller.
+    /// The most of a JSON body gathered to be indented; a larger one is written as it comes.
+    static let formattingLimit = 16 << 20
+
+    /// A GET whose body alone is printed goes as a byte stream, written as it arrives: nothing
+    /// but JSON needs the whole body. A JSON body (by its type, or by its first byte when the
+    /// type says nothing) is gathered to be indented, up to `formattingLimit`; past that, what
+    /// was gathered and the rest go out as they are. Binary bodies on a terminal are not
+    /// shown. A status outside 200..<300 throws `unacceptableStatusCode` with the start of the
+    /// body, printed by the caller.
     func streamBody(of invocation: Invocation, with api: HTTPSessionManager, to output: TerminalOutput) async throws {
         let (head, body) = try await api.stream(invocation.method, invocation.url, headers: invocation.headers)
         let type = head.headerFields[.contentType]?.lowercased() ?? ""
-        let streamed = ["text/event-stream", "application/x-ndjson", "application/ndjson", "application/jsonl"]
-        if streamed.contains(where: type.hasPrefix) {
-            for try await chunk in body { FileHandle.standardOutput.write(chunk) }
-            return
+        var gathered: Data?
+        var lastByte: UInt8?
+        for try await chunk in body {
+            if lastByte == nil, gathered == nil {
+                let startsJSON = chunk.first == UInt8(ascii: "{") || chunk.first == UInt8(ascii: "[")
+                if TerminalOutput.isJSONType(type) || (type.isEmpty && startsJSON) {
+                    gathered = Data()
+                } else if isatty(STDOUT_FILENO) != 0, chunk.contains(0) {
+                    FileHandle.standardOutput.write(Data("+-- NOTE: binary data not shown --+\n".utf8))
+                    return
+                }
+            }
+            if var data = gathered {
+                gathered = nil  // one copy of the buffer while it grows
+                data.append(chunk)
+                if data.count <= Self.formattingLimit {
+                    gathered = data
+                    continue
+                }
+                FileHandle.standardOutput.write(data)
+                lastByte = data.last
+                continue
+            }
+            FileHandle.standardOutput.write(chunk)
+            lastByte = chunk.last ?? lastByte
         }
-        var data = Data()
-        for try await chunk in body { data.append(chunk) }
-        output.printResponse(head, body: data, httpVersion: "")
+        if let gathered {
+            output.printResponse(head, body: gathered, httpVersion: "")
+        } else if let lastByte, lastByte != UInt8(ascii: "\n") {
+            FileHandle.standardOutput.write(Data("\n".utf8))
+        }
     }
 
     /// HTTPie's codes: 3, 4 and 5 for 3xx, 4xx and 5xx under `--check-status`.

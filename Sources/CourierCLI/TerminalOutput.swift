@@ -86,11 +86,17 @@ struct TerminalOutput {
 
     /// Whether the body is rendered as JSON.
     static func isJSON(_ body: Data, contentType: String?) -> Bool {
-        let type = contentType?.lowercased() ?? ""
         let looksLikeJSON =
-            type.contains("json") || type.contains("javascript") || body.first == UInt8(ascii: "{")
+            isJSONType(contentType?.lowercased() ?? "") || body.first == UInt8(ascii: "{")
             || body.first == UInt8(ascii: "[")
         return looksLikeJSON && (try? JSON(parsing: body)) != nil
+    }
+
+    /// Whether a (lower-case) content type names JSON, which is indented: not the line-by-line
+    /// kinds (NDJSON, JSON Lines), which are written as they arrive.
+    static func isJSONType(_ type: String) -> Bool {
+        guard !["ndjson", "jsonl", "json-seq"].contains(where: type.contains) else { return false }
+        return type.contains("json") || type.contains("javascript")
     }
 
     /// Pretty-printed JSON with ANSI colors: keys blue, strings green, numbers cyan, `true`,
@@ -136,9 +142,8 @@ struct TerminalOutput {
 
     /// JSON bodies pretty-printed (keys sorted); text as text; binary summarised.
     static func render(_ body: Data, contentType: String?) -> String {
-        let type = contentType?.lowercased() ?? ""
         let looksLikeJSON =
-            type.contains("json") || type.contains("javascript") || body.first == UInt8(ascii: "{")
+            isJSONType(contentType?.lowercased() ?? "") || body.first == UInt8(ascii: "{")
             || body.first == UInt8(ascii: "[")
         if looksLikeJSON, let json = try? JSON(parsing: body) {
             return String(decoding: json.serialized(prettyPrinted: true), as: UTF8.self)

@@ -1,4 +1,5 @@
 import Courier
+@_spi(CourierInternals) import CourierCore
 import Foundation
 import Testing
 
@@ -347,5 +348,105 @@ extension CLITests {
         ])
         #expect(h2.stdout.contains("HTTP/2 200"))
         #expect(try Self.courier(["--resolve", "nonsense", "http://localhost/"]).status == 64)
+    }
+
+    // MARK: Hardening
+
+    @Test(arguments: ["http://../x", "http://./x", "http://a..b/x", "http://%2E%2E/x"])
+    func aSessionsFileStaysInItsFolderWhateverTheHost(url: String) throws {
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("cli-escape-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: config) }
+        let run = try Self.run(
+            Self.courierBinary, ["--offline", "--session", "s", url], environment: ["XDG_CONFIG_HOME": config.path])
+        #expect(run.status != 0)
+        #expect(run.stderr.contains("--session needs a URL with a host name"), "\(run.stderr)")
+        #expect((try? FileManager.default.subpathsOfDirectory(atPath: config.path)) ?? [] == [])
+    }
+
+    @Test func aSessionsCredentialGivenOverHTTPSIsNotSentOverHTTP() async throws {
+        let servers = try await TestServers.tls()
+        let fault = try await TestServers.fault()
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("cli-scheme-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: config) }
+        func courier(_ arguments: [String]) throws -> Run {
+            try Self.run(Self.courierBinary, arguments, environment: ["XDG_CONFIG_HOME": config.path])
+        }
+        // The fault server as a proxy tells which Authorization a plain request carried.
+        let proxy = ["--proxy", "http://courier:proxy-secret@127.0.0.1:\(fault.port!)"]
+        let port = servers.port("valid")
+        let secure = try courier([
+            "--session", "s", "--auth", "ada:secret", "--cacert", servers.ca1.path,
+            "https://localhost:\(port)/hello.txt",
+        ])
+        #expect(secure.status == 0, "\(secure.stderr)")
+        let plain = try courier(["--session", "s"] + proxy + ["http://localhost:\(port)/x"])
+        #expect(plain.status == 0, "\(plain.stderr)")
+        #expect(try JSON(parsing: plain.stdout)["authorization"] == .null)
+        #expect(plain.stderr.contains("not sent over http"))
+        // Over https it still goes, from the session.
+        let again = try courier(["--session", "s", "-p", "H", "--offline", "https://localhost:\(port)/hello.txt"])
+        #expect(again.stdout.contains("Authorization: Basic " + Data("ada:secret".utf8).base64EncodedString()))
+        // A credential given over http is the user's choice for http.
+        let given = try courier(["--session", "t", "--auth", "ada:plain"] + proxy + ["http://localhost:\(port)/x"])
+        let basic = "Basic " + Data("ada:plain".utf8).base64EncodedString()
+        #expect(try JSON(parsing: given.stdout)["authorization"] == .string(basic))
+        let later = try courier(["--session", "t"] + proxy + ["http://localhost:\(port)/x"])
+        #expect(try JSON(parsing: later.stdout)["authorization"] == .string(basic))
+    }
+
+    /// Runs `courier` for `seconds` and stops it: the bytes it wrote to standard output, and
+    /// its peak resident memory in MiB (`VmHWM`, read before it is stopped).
+    static func courierFor(_ seconds: Double, _ arguments: [String]) throws -> (written: Int, peakMiB: Int) {
+        let process = Process()
+        process.executableURL = courierBinary
+        process.arguments = arguments
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = Pipe()
+        try process.run()
+        let written = Locked(0)
+        let reader = Thread {
+            while true {
+                let chunk = out.fileHandleForReading.availableData
+                if chunk.isEmpty { return }
+                written.withLock { $0 += chunk.count }
+            }
+        }
+        reader.start()
+        Thread.sleep(forTimeInterval: seconds)
+        let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
+        let peak =
+            status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }
+            .flatMap { Int($0.split(separator: " ", omittingEmptySubsequences: true)[1]) } ?? 0
+        process.terminate()
+        process.waitUntilExit()
+        return (written.withLock { $0 }, peak / 1024)
+    }
+
+    @Test(arguments: ["application/octet-stream", "text/plain", "application/json"])
+    func anEndlessBodyIsPrintedAsItArrivesInBoundedMemory(type: String) async throws {
+        let fault = try await TestServers.fault()
+        let url = fault.absoluteString + "endless?type=\(type)"
+        let (written, peak) = try Self.courierFor(2.5, [url])
+        // Tens of MiB a second arrive on loopback; they go out, not into memory. (JSON is
+        // gathered to be indented, up to 16 MiB, then written as it comes.)
+        #expect(written > 32 << 20, "\(type): \(written) bytes written")
+        #expect(peak < 160, "\(type): \(peak) MiB resident at the most")
+    }
+
+    @Test func continueRefusesA206OfAnotherVersion() async throws {
+        let fault = try await TestServers.fault()
+        let directory = try DownloadTests.temporaryDirectory()
+        let name = "cli-changed-\(UInt32.random(in: 0...UInt32.max))"
+        let url = fault.absoluteString + "file/\(name)?n=300000&drop-after=100000&range-answer=changed"
+        let first = try Self.courier(["--download", url, "--output", "out.bin"], in: directory)
+        #expect(first.status == 1)
+        let second = try Self.courier(["--download", "--continue", url, "--output", "out.bin"], in: directory)
+        #expect(second.status == 1)
+        #expect(second.stderr.contains("another version"), "\(second.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("out.bin").path))
+        // The partial file still holds the first version's bytes, for a later try.
+        let partial = try #require(try DownloadTests.contents(directory).first { $0.hasSuffix(".download") })
+        #expect(try Data(contentsOf: directory.appendingPathComponent(partial)) == faultBytes(100_000))
     }
 }

@@ -87,6 +87,43 @@ import Testing
         #expect(isCourierError(uploadError) { if case .invalidHeader = $0 { true } else { false } })
     }
 
+    /// CR LF in a part's name and file name (which are quoted) and in its MIME type (which is
+    /// not) at once: refused with the documented error, and nothing reaches the server.
+    @Test func aPartWithLineBreaksInEveryFieldIsAnInvalidHeaderAndNothingIsSent() async throws {
+        let api = try await faultManager()
+        let name = "multipart-crlf-\(UUID().uuidString.prefix(8))"
+        func append(_ form: inout MultipartFormData) {
+            form.append(
+                Data("x".utf8), name: "field\r\nInjected-Name: 1", fileName: "f\"\r\nInjected-File: 1.txt",
+                mimeType: "text/plain\r\nInjected-Type: 1")
+        }
+        var form = MultipartFormData()
+        append(&form)
+        let directory = try DownloadTests.temporaryDirectory()
+        let errors = [
+            await capturedError {
+                let _: JSON = try await api.POST("flaky/\(name)", parameters: ["fail": 0]) { append(&$0) }
+            },
+            await capturedError {
+                _ = try await api.uploadTask(.post, "flaky/\(name)", body: .multipart(form)).value
+            },
+            await capturedError {
+                _ = try await api.downloadTask(
+                    .post, "flaky/\(name)", body: .multipart(form), to: directory.appendingPathComponent("out")
+                ).value
+            },
+        ]
+        for error in errors {
+            guard case .invalidHeader(let context)? = error as? CourierError else {
+                Issue.record("expected invalidHeader, got \(String(describing: error))")
+                continue
+            }
+            #expect(context.message.contains("MIME type"))
+        }
+        #expect(try await RetryTests.stats(name)["requests"] == 0)
+        #expect(try DownloadTests.contents(directory) == [])
+    }
+
     @Test func wellFormedPartHeadersStillGoOut() async throws {
         let api = try await httpbinManager()
         let reply: JSON = try await api.POST("post") { form in

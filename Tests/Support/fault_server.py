@@ -744,6 +744,7 @@ def route_file(conn: Conn, req: Request) -> bool:
     etag = f'"{etag}"' if etag else f'"{name}-{n}"'
     drop_after = req.params.get("drop-after")
     drop_times = req.int_param("drop-times", 1)
+    range_answer = req.params.get("range-answer")
     read_body(conn, req, None)
     st = stats_for(name)
     with STATS_LOCK:
@@ -753,7 +754,46 @@ def route_file(conn: Conn, req: Request) -> bool:
         if drop_after is not None and req.method != "HEAD" and st.drops < drop_times:
             drop = req.int_param("drop-after")
             st.drops += 1
+    if range_answer is not None and req.header("Range") is not None and drop is None:
+        return answer_range_badly(conn, req, n, etag, range_answer)
     return serve_pattern(conn, req, n, etag, stats=st, drop_after=drop)
+
+
+# Version 2 of a /file resource (`range-answer=changed`): other bytes under another ETag.
+def changed_bytes(offset: int, length: int) -> bytes:
+    return bytes((b + 7) % 251 for b in pattern_bytes(offset, length))
+
+
+def answer_range_badly(conn: Conn, req: Request, size: int, etag: str, how: str) -> bool:
+    """A `206` to a `Range: bytes=a-` request that a careless or broken server might send
+    (`/file/<name>?range-answer=...`), each announcing `Content-Range: bytes a-(size-1)/size`:
+    `changed`: `ETag` of version 2 (`"<etag>-v2"`, the quotes kept) and version 2's bytes from a
+    (byte i is `(i % 251 + 7) % 251`), with `Content-Length`;
+    `overrun`: the whole resource from byte 0, chunked;
+    `short-K`: K bytes from a, no length, then a clean close."""
+    rng = parse_range(req.header("Range") or "", size)
+    if not isinstance(rng, tuple):
+        return respond(conn, req, 416, b"", headers=[("Content-Range", f"bytes */{size}")])
+    start = rng[0]
+    base = [("Last-Modified", LAST_MODIFIED), ("Accept-Ranges", "bytes"),
+            ("Content-Range", f"bytes {start}-{size - 1}/{size}"),
+            ("Content-Type", "application/octet-stream")]
+    if how == "changed":
+        body = changed_bytes(start, size - start)
+        conn.send(head_bytes(206, base + [("ETag", etag[:-1] + '-v2"'), ("Content-Length", str(len(body)))]
+                             + conn_header(req, req.keep_alive)) + body)
+        return req.keep_alive
+    if how == "overrun":
+        conn.send(head_bytes(206, base + [("ETag", etag), ("Transfer-Encoding", "chunked")]
+                             + conn_header(req, req.keep_alive)))
+        send_chunked(conn, [pattern_bytes(offset, min(CHUNK, size - offset)) for offset in range(0, size, CHUNK)])
+        return req.keep_alive
+    if how.startswith("short-") and how[6:].isdigit():
+        conn.send(head_bytes(206, base + [("ETag", etag), ("Connection", "close")])
+                  + pattern_bytes(start, min(int(how[6:]), size - start)))
+        conn.lingering_close()
+        raise ConnectionDone()
+    return respond(conn, req, 400, b"range-answer is changed, overrun or short-K\n", keep=False)
 
 
 def route_revalidate(conn: Conn, req: Request) -> bool:
@@ -1109,6 +1149,43 @@ def route_events(conn: Conn, req: Request) -> bool:
     return False
 
 
+def route_events_close(conn: Conn, req: Request) -> bool:
+    """`/events-close/<name>?retry=MS`: an event stream that says `retry: MS` (default 0) and
+    ends at once, cleanly, with no event: the worst a reconnecting client can meet.  Every
+    request's arrival time goes to `/stats/<name>`'s `times`."""
+    arrived = time.time()
+    name = req.path[len("/events-close/"):]
+    retry = req.int_param("retry", 0)
+    read_body(conn, req, None)
+    st = stats_for(name)
+    with STATS_LOCK:
+        st.requests += 1
+        st.times.append(arrived)
+        st.last_event_ids.append(req.header("Last-Event-ID"))
+    body = b"retry: %d\n\n" % retry
+    return respond(conn, req, 200, body, content_type="text/event-stream",
+                   headers=[("Cache-Control", "no-store")])
+
+
+def route_endless(conn: Conn, req: Request) -> bool:
+    """`/endless?type=T&line=1`: `200`, chunked, pattern bytes for ever (until the client
+    closes, 600 s at most) as `T` (default `application/octet-stream`).  With `line=1`, a
+    `text/event-stream` whose first line (`data: ` and then `x` for ever) never ends."""
+    read_body(conn, req, None)
+    line = req.params.get("line") == "1"
+    kind = "text/event-stream" if line else req.params.get("type", "application/octet-stream")
+    conn.send(head_bytes(200, [("Content-Type", kind), ("Cache-Control", "no-store"),
+                               ("Transfer-Encoding", "chunked"), ("Connection", "close")]))
+    piece = b"x" * CHUNK if line else pattern_bytes(0, CHUNK)
+    deadline = time.monotonic() + SILENT_MAX
+    if line:
+        conn.send(b"6\r\ndata: \r\n")
+    while time.monotonic() < deadline:
+        conn.send(b"%x\r\n" % len(piece) + piece + b"\r\n")
+    conn.close()
+    raise ConnectionDone()
+
+
 # /ndjson/<name>: the events that release each held stream, by name.
 HELD: dict[str, threading.Event] = {}
 HELD_LOCK = threading.Lock()
@@ -1223,6 +1300,10 @@ def dispatch(conn: Conn, req: Request) -> bool:
         return route_ndjson(conn, req)
     if p.startswith("/release/"):
         return route_release(conn, req)
+    if p.startswith("/events-close/"):
+        return route_events_close(conn, req)
+    if p == "/endless":
+        return route_endless(conn, req)
     read_body(conn, req, None)
     return respond(conn, req, 404, f"no route for {p}\n".encode())
 
