@@ -122,7 +122,7 @@ import Testing
     @Test func tooManyRefreshesWithinTheWindowAreRefused() async throws {
         let refresher = Refresher(token: "never-accepted", delay: .zero)
         let auth = AuthenticationInterceptor(
-            credential: BearerCredential(accessToken: "wrong"), refreshWindow: .seconds(60), maximumRefreshes: 2,
+            credential: BearerCredential(accessToken: "wrong"), refreshWindow: .seconds(600), maximumRefreshes: 2,
             refresh: refresher.refresh)
         let api = try await Self.manager(auth)
         var errors: [(any Error)?] = []
@@ -168,15 +168,21 @@ import Testing
             $0.requestTimeout = .seconds(2)
         }
         let name = Self.name("silent-refresh")
-        let started = ContinuousClock.now
         let error = await capturedError { let _: JSON = try await api.GET("bearer/\(name)") }
         guard case .authenticationFailed(let context)? = error as? CourierError else {
             Issue.record("expected authenticationFailed, got \(String(describing: error))")
             return
         }
-        #expect(isCourierError(context.underlyingError) { if case .timedOut = $0 { true } else { false } })
-        // Ended by the refresh's own limit, not by the silent endpoint's 60 s timeout.
-        #expect(ContinuousClock.now - started < .seconds(30))
+        // Ended by the refresh's own limit, not by the silent endpoint's 60 s timeout (a
+        // timedOut too, with libcurl's words).
+        #expect(
+            isCourierError(context.underlyingError) {
+                if case .timedOut(let timeout) = $0 {
+                    timeout.message.contains("refresh took longer than")
+                } else {
+                    false
+                }
+            })
         // The next request starts a refresh of its own rather than waiting on the dead one.
         let again = await capturedError { let _: JSON = try await api.GET("bearer/\(name)") }
         #expect(isCourierError(again) { if case .authenticationFailed = $0 { true } else { false } })
@@ -189,10 +195,10 @@ import Testing
         let name = Self.name("cancelled-refresh")
         let request = Task { () -> JSON in try await api.GET("bearer/\(name)") }
         try await Task.sleep(for: .milliseconds(300))
-        let cancelled = ContinuousClock.now
         request.cancel()
+        // Before, the request waited for the refresh to end (the silent endpoint's timeout,
+        // 60 s) and failed with authenticationFailed.
         let error = await capturedError { _ = try await request.value }
         #expect(error is CancellationError, "\(String(describing: error))")
-        #expect(ContinuousClock.now - cancelled < .seconds(10))
     }
 }

@@ -99,10 +99,12 @@ import Testing
         let home = try DownloadTests.temporaryDirectory()
         let identifier = Self.uniqueName("held")
         let environment = ["HOME": home.path, "XDG_CACHE_HOME": home.path]
-        // 5 MB at 100 kB/s: the holder is still downloading while the rival starts.
+        // 50 MB at 100 kB/s: the holder is still downloading while the rival starts, however
+        // slowly the rival's process starts (under a sanitizer, with the suite running, tens of
+        // seconds); it is killed below.
         let holder = try HelperProcess(
             [
-                "background-download", identifier, fault.absoluteString + "file/\(Self.uniqueName("held"))?n=5000000",
+                "background-download", identifier, fault.absoluteString + "file/\(Self.uniqueName("held"))?n=50000000",
                 home.appendingPathComponent("held.bin").path, "100000",
             ], environment: environment)
         _ = try await holder.line { $0.hasPrefix("started ") }

@@ -41,7 +41,7 @@ SERVER_NAME = "courier-fault/1"
 LAST_MODIFIED = "Mon, 01 Jan 2024 00:00:00 GMT"
 MAX_HEADER_BYTES = 64 * 1024
 IDLE_TIMEOUT = 60.0          # keep-alive idle time before the server closes
-IO_TIMEOUT = 60.0            # while reading a request body
+IO_TIMEOUT = 300.0           # while reading a request body or sending a response (a paused client)
 SILENT_MAX = 600.0           # how long "silent" routes hold a socket at most
 LINGER = 2.0                 # how long a deliberate close waits for the peer's FIN
 
