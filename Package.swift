@@ -22,10 +22,13 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
     targets: [
-        .target(
-            name: "CCurlShim",
-            linkerSettings: [.linkedLibrary("curl"), .linkedLibrary("z")]
+        // libcurl and zlib from the system, found with pkg-config. A machine without their
+        // development packages gets SwiftPM's hint with the command that installs them.
+        .systemLibrary(
+            name: "CCourierLibcurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        .systemLibrary(name: "CCourierZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .target(name: "CCurlShim", dependencies: ["CCourierLibcurl", "CCourierZlib"]),
         // The layers, bottom up. Each target imports only the ones below it, so a reference
         // that points up does not compile (Documentation/Architecture.md walks one request
         // through them).

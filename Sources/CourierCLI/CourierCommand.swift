@@ -107,7 +107,7 @@ struct CourierCommand: AsyncParsableCommand {
     @Option(
         name: .long,
         help:
-            "Retry a failed idempotent request up to N times (cannot connect, timed out, connection lost, 408, 429, 5xx)."
+            "Retry a failed idempotent request up to N times (0 to 100): cannot connect, timed out, connection lost, and the statuses 408, 429, 500, 502, 503 and 504; backoff from 0.5 s up to 10 s a wait, or the server's Retry-After."
     )
     var retry = 0
 
@@ -202,7 +202,11 @@ struct CourierCommand: AsyncParsableCommand {
         if http2 { configuration.httpVersion = .http2 }
         if let bearer { configuration.additionalHeaders["Authorization"] = "Bearer \(bearer)" }
         if let proxy { configuration.proxy = Self.proxyURL(proxy) }
-        if retry > 0 { configuration.interceptors.append(RetryPolicy(maximumAttempts: retry + 1)) }
+        // One command is one request: no budget shared across requests and no deadline stop
+        // short of the N retries asked for.
+        if retry > 0 {
+            configuration.interceptors.append(RetryPolicy(maximumAttempts: retry + 1, deadline: nil, budget: nil))
+        }
     }
 
     /// `--auth`'s credential in the manager's store, for the URL's origin: sent with the first

@@ -8,7 +8,9 @@ final class ProgressDisplay: @unchecked Sendable {
     private let lock = NSLock()
     private let isTerminal = isatty(STDERR_FILENO) == 1
     private let start = Date()
-    private var lastLine = Date.distantPast
+    /// When the last line was written. Plain lines start a second in: a line at once would
+    /// say "0 B at 0 B/s" before anything moved.
+    private lazy var lastLine = isTerminal ? Date.distantPast : start
     private var lastValue: TransferProgress?
     private var drew = false
 

@@ -43,13 +43,13 @@ public struct BearerCredential: Sendable, Hashable {
 ///   carrying the current token refreshes the credential and is sent again, once; one that
 ///   carried an older token (refreshed meanwhile) is sent again with the new one.
 /// - One refresh runs at a time: every request that needs it waits for the same one. If it
-///   fails, they all fail with the same ``CourierError/authenticationFailed(_:)``, whose
+///   fails, they all fail with the same `CourierError.authenticationFailed(_:)`, whose
 ///   `underlyingError` is what the refresh threw.
 /// - More than ``maximumRefreshes`` refreshes within ``refreshWindow`` are refused with
-///   ``CourierError/authenticationFailed(_:)`` (a server that rejects every new token would
+///   `CourierError.authenticationFailed(_:)` (a server that rejects every new token would
 ///   otherwise loop).
 /// - A refresh that takes longer than ``refreshTimeout`` is cancelled and fails its waiters
-///   with ``CourierError/authenticationFailed(_:)`` (its `underlyingError` a `timedOut`); the
+///   with `CourierError.authenticationFailed(_:)` (its `underlyingError` a `timedOut`); the
 ///   next request that needs a credential starts a new one. A waiting request whose task is
 ///   cancelled stops waiting at once (with `CancellationError`), whatever the refresh does.
 public final class AuthenticationInterceptor: RequestInterceptor {

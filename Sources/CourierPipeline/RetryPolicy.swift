@@ -34,14 +34,14 @@ import Synchronization
 public struct RetryPolicy: RequestInterceptor {
     /// Transport failures a policy may retry.
     public enum Failure: Sendable, Hashable, CaseIterable {
-        /// No connection could be made (``CourierError/cannotConnect(_:)``).
+        /// No connection could be made (`CourierError.cannotConnect(_:)`).
         case cannotConnect
-        /// The connection or the transfer timed out (``CourierError/timedOut(_:)``).
+        /// The connection or the transfer timed out (`CourierError.timedOut(_:)`).
         case timedOut
         /// The connection closed or reset before the response was complete
-        /// (``CourierError/connectionLost(_:)``).
+        /// (`CourierError.connectionLost(_:)`).
         case connectionLost
-        /// The host name did not resolve (``CourierError/cannotResolveHost(_:)``); not retried
+        /// The host name did not resolve (`CourierError.cannotResolveHost(_:)`); not retried
         /// by default.
         case cannotResolveHost
     }

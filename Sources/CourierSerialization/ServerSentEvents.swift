@@ -30,7 +30,7 @@ public struct ServerSentEvent: Sendable, Hashable {
 /// stream without a blank line is not an event.
 ///
 /// A line longer than `maximumLineLength` bytes, or an event whose data, type and ID together
-/// pass `maximumEventSize` bytes, fails ``feed(_:)`` with ``CourierError/responseTooLarge(_:)``:
+/// pass `maximumEventSize` bytes, fails ``feed(_:)`` with `CourierError.responseTooLarge(_:)`:
 /// a stream whose line never ends would otherwise take all memory.
 public struct ServerSentEventParser: Sendable {
     /// The longest line by default: 1 MiB.
@@ -64,7 +64,7 @@ public struct ServerSentEventParser: Sendable {
         self.maximumEventSize = max(1, maximumEventSize)
     }
 
-    /// The events completed by `bytes`. Throws ``CourierError/responseTooLarge(_:)`` when a
+    /// The events completed by `bytes`. Throws `CourierError.responseTooLarge(_:)` when a
     /// line or an event passes its limit; the parser is then spent.
     public mutating func feed(_ bytes: some Sequence<UInt8>) throws(CourierError) -> [ServerSentEvent] {
         var events: [ServerSentEvent] = []

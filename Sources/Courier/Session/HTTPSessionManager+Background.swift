@@ -95,7 +95,7 @@ extension HTTPSessionManager {
 
     /// Why a journal record cannot be acted on; nil when its paths are of the form Courier
     /// writes: absolute, without `.` or `..` components; a download's partial file of
-    /// Courier's form in the destination's directory (as ``ResumeData`` is checked).
+    /// Courier's form in the destination's directory (as `ResumeData` is checked).
     nonisolated static func journalProblem(_ record: BackgroundRecord) -> String? {
         func pathProblem(_ path: String, _ what: String) -> String? {
             let url = URL(fileURLWithPath: path)

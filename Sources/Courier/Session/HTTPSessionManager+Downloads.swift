@@ -69,7 +69,7 @@ extension HTTPSessionManager {
     ///
     /// Resume data is checked before anything is sent, since it may have been kept on disk and
     /// changed there: its `partialFile` must be a partial file of the form Courier makes
-    /// (``ResumeData/newPartialFile(for:)``) in `destination`'s directory, reached without `..`
+    /// (`ResumeData.newPartialFile(for:)`) in `destination`'s directory, reached without `..`
     /// or a symbolic link, a regular file with no other link; and `bytesWritten` must not be
     /// negative. Otherwise the task fails with `fileSystem` ("Cannot resume the download: ...")
     /// and the file named is not touched. The download resumes at `bytesWritten` or at the

@@ -18,6 +18,7 @@ extension HTTPSessionManager {
     ///   - headers: Headers for this request only; they replace session headers of the same name.
     ///   - options: Per-request cookie, cache and credential settings.
     ///   - serializer: Validates the response and produces the value.
+    @discardableResult
     public nonisolated func request<Serializer: ResponseSerializer>(
         _ method: HTTPRequest.Method, _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
         options: RequestOptions = RequestOptions(), serializer: Serializer
@@ -27,6 +28,7 @@ extension HTTPSessionManager {
     }
 
     /// Sends a request with a raw body (no parameter encoding) and returns the whole response.
+    @discardableResult
     public nonisolated func request<Serializer: ResponseSerializer>(
         _ method: HTTPRequest.Method, _ path: String, body: Data, headers: [String: String] = [:],
         options: RequestOptions = RequestOptions(), serializer: Serializer

@@ -197,15 +197,15 @@ open class HTTPSessionManager {
 
     // MARK: - Settings (any context)
 
-    /// Encodes parameters into requests. Default ``HTTPRequestSerializer`` (query string for
+    /// Encodes parameters into requests. Default `HTTPRequestSerializer` (query string for
     /// GET, HEAD and DELETE; form body otherwise).
     public nonisolated var requestSerializer: any RequestSerializer {
         get { settings.withLock { $0.requestSerializer } }
         set { settings.withLock { $0.requestSerializer = newValue } }
     }
 
-    /// Turns responses into ``JSON`` for the methods that return JSON. Default
-    /// ``JSONResponseSerializer``.
+    /// Turns responses into `JSON` for the methods that return JSON. Default
+    /// `JSONResponseSerializer`.
     public nonisolated var responseSerializer: any ResponseSerializer<JSON> {
         get { settings.withLock { $0.responseSerializer } }
         set { settings.withLock { $0.responseSerializer = newValue } }
@@ -304,7 +304,7 @@ open class HTTPSessionManager {
     }
 
     /// The serializer for results of type `Value`: the manager's ``responseSerializer`` for
-    /// ``JSON``, a ``DecodableResponseSerializer`` with the manager's ``decoder`` otherwise.
+    /// `JSON`, a `DecodableResponseSerializer` with the manager's ``decoder`` otherwise.
     nonisolated func serializer<Value: Decodable & Sendable>(for type: Value.Type) -> any ResponseSerializer<Value> {
         if Value.self == JSON.self {
             return responseSerializer as! any ResponseSerializer<Value>
@@ -312,7 +312,7 @@ open class HTTPSessionManager {
         return DecodableResponseSerializer<Value>(decoder: decoder, validation: .defaultJSON)
     }
 
-    /// Converts `Encodable` parameters to ``JSON`` with the manager's ``encoder``.
+    /// Converts `Encodable` parameters to `JSON` with the manager's ``encoder``.
     nonisolated func json(from parameters: some Encodable & Sendable) throws(CourierError) -> JSON {
         do {
             return try JSON(encoding: parameters, encoder: encoder)

@@ -10,7 +10,7 @@ extension ResumeData {
     ///
     /// Use it to hand Courier a partial file made some other way (for example a file that an
     /// earlier tool left half downloaded): move it to this name, then resume with
-    /// ``ResumeData`` naming it.
+    /// `ResumeData` naming it.
     public static func newPartialFile(for destination: URL) -> URL {
         partialFile(
             named: destination.lastPathComponent, in: destination.deletingLastPathComponent().standardizedFileURL)

@@ -57,7 +57,7 @@ public enum CourierError: Error, Sendable {
     case transport(Context)
     /// The cache policy forbade loading (`returnCacheDataDontLoad`) and nothing was stored.
     case notCached(Context)
-    /// A credential could not be obtained or renewed: an ``AuthenticationInterceptor``'s
+    /// A credential could not be obtained or renewed: an `AuthenticationInterceptor`'s
     /// refresh failed (its error is the context's `underlyingError`) or was refused as one too
     /// many within its window.
     case authenticationFailed(Context)

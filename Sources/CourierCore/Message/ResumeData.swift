@@ -12,7 +12,7 @@ public struct ResumeData: Sendable, Codable, Hashable {
     /// The URL the download was made from.
     public var url: URL
     /// The partial file, next to the destination: `.<destination name>.<8 hex digits>.download`
-    /// (see ``newPartialFile(for:)``). Resuming refuses any other file.
+    /// (see `ResumeData.newPartialFile(for:)`, which `Courier` adds). Resuming refuses any other file.
     public var partialFile: URL
     /// How many bytes of the body the partial file holds. Resuming starts at this offset or at
     /// the file's real size, whichever is smaller; a negative value is refused.
