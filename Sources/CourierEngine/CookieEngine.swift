@@ -41,7 +41,7 @@ package final class CookieEngine {
         courier_share_setopt_unlock_function(share, cookieUnlockCallback)
         courier_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_COOKIE.rawValue))
         // An easy handle has one share: the TLS session cache of the transfers that handle
-        // cookies is this one's (see `CurlDriver.tlsSessions`).
+        // cookies is this one's (see `CurlEngine.tlsSessions`).
         courier_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_SSL_SESSION.rawValue))
         utility = curl_easy_init()!
         courier_easy_setopt_share(utility, share)

@@ -3,7 +3,7 @@ import CCurlShim
 import CourierStorage
 import CourierTransport
 
-/// Idle easy handles of one driver, for reuse. Engine thread only.
+/// Idle easy handles of one engine, for reuse. Engine thread only.
 ///
 /// A handle whose last transfer was plain (a GET or HEAD without body, see
 /// `TransferRequest.isPlain`) is kept "clean" together with the options it was configured

@@ -1,15 +1,15 @@
 import CCurlShim
 
-/// Which thread may touch the engine's state: each `CurlDriver` runs libcurl on one thread of
+/// Which thread may touch the engine's state: each `CurlEngine` runs libcurl on one thread of
 /// its own, and its state, and that of the transfers on it, is touched there only.
 ///
 /// Debug builds check it: ``EngineConfined`` properties and the functions that call
 /// ``check(_:)`` stop the process with a message when they run on any other thread, so a
 /// mistake fails a test instead of racing in production. Release builds check nothing.
 package enum EngineThread {
-    /// Marks the calling thread as `driver`'s, for the checks.
-    package static func enter(_ driver: CurlDriver) {
-        courier_engine_thread_enter(UnsafeRawPointer(Unmanaged.passUnretained(driver).toOpaque()))
+    /// Marks the calling thread as `engine`'s, for the checks.
+    package static func enter(_ engine: CurlEngine) {
+        courier_engine_thread_enter(UnsafeRawPointer(Unmanaged.passUnretained(engine).toOpaque()))
     }
 
     /// In debug builds, stops the process unless the calling thread is an engine's.
@@ -24,14 +24,14 @@ package enum EngineThread {
         #endif
     }
 
-    /// In debug builds, stops the process unless the calling thread is `driver`'s own.
+    /// In debug builds, stops the process unless the calling thread is `engine`'s own.
     @inline(__always)
     package static func check(
-        _ driver: CurlDriver, _ what: @autoclosure () -> String = "engine state", file: StaticString = #fileID,
+        _ engine: CurlEngine, _ what: @autoclosure () -> String = "engine state", file: StaticString = #fileID,
         line: UInt = #line
     ) {
         #if DEBUG
-        if courier_engine_thread_owner() != UnsafeRawPointer(Unmanaged.passUnretained(driver).toOpaque()) {
+        if courier_engine_thread_owner() != UnsafeRawPointer(Unmanaged.passUnretained(engine).toOpaque()) {
             fatalError("\(what()) touched off its engine's thread", file: file, line: line)
         }
         #endif

@@ -2,9 +2,9 @@
 import CourierStorage
 import CourierTransport
 
-/// What the driver knows of each socket descriptor: whether it is in the epoll set and with
+/// What the engine knows of each socket descriptor: whether it is in the epoll set and with
 /// which interest (`CURL_POLL_IN`, `_OUT`, `_INOUT`), whether libcurl has stopped watching it
-/// ("parked"), and whether it is a connection socket that libcurl opened through the driver.
+/// ("parked"), and whether it is a connection socket that libcurl opened through the engine.
 /// Engine thread only.
 ///
 /// Indexed by the descriptor itself: descriptors are small numbers that the kernel reuses

@@ -6,7 +6,7 @@ import Foundation
 import HTTPTypes
 
 // libcurl's per-transfer callbacks. Each receives the `Transfer` as its user data pointer
-// (unretained: the driver's `active` table holds the transfer while its handle is on the multi
+// (unretained: the engine's `active` table holds the transfer while its handle is on the multi
 // handle) and runs on the engine thread, inside `curl_multi_socket_action` or `curl_easy_pause`.
 
 /// CURLOPT_WRITEFUNCTION: body bytes, already content-decoded by libcurl.
@@ -101,7 +101,7 @@ extension Transfer {
         case .accepted:
             if !flushScheduled, sink.needsFlush {
                 flushScheduled = true
-                driver.scheduleFlush(self)
+                engine.scheduleFlush(self)
             }
             receivedBytes += Int64(bytes.count)
             reporters?.download.update(
@@ -151,22 +151,22 @@ extension Transfer {
     }
 
     /// Takes `count` bytes from the session's and this transfer's bandwidth buckets. When
-    /// either is empty, takes nothing and asks the driver to unpause at the later ready time.
+    /// either is empty, takes nothing and asks the engine to unpause at the later ready time.
     @inline(__always)
     private func admit(_ count: Int) -> Bool {
-        guard driver.bandwidth != nil || bandwidth != nil else { return true }
+        guard engine.bandwidth != nil || bandwidth != nil else { return true }
         return admitThrottled(count)
     }
 
     private func admitThrottled(_ count: Int) -> Bool {
-        let session = driver.bandwidth
+        let session = engine.bandwidth
         if let session, !session.take(count) {
-            driver.wake(self, at: max(session.readyTime, bandwidth?.readyTime ?? 0))
+            engine.wake(self, at: max(session.readyTime, bandwidth?.readyTime ?? 0))
             return false
         }
         if let bandwidth, !bandwidth.take(count) {
             session?.refund(count)
-            driver.wake(self, at: bandwidth.readyTime)
+            engine.wake(self, at: bandwidth.readyTime)
             return false
         }
         return true
@@ -174,7 +174,7 @@ extension Transfer {
 
     private func refund(_ count: Int) {
         guard count > 0 else { return }
-        driver.bandwidth?.refund(count)
+        engine.bandwidth?.refund(count)
         bandwidth?.refund(count)
     }
 }

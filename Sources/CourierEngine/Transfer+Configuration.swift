@@ -11,13 +11,13 @@ extension Transfer {
     /// A clean handle (see `EasyHandlePool`) already carries the session-wide options and
     /// gets only the per-request ones; any other handle is fresh or reset and gets all.
     func configure(_ easy: UnsafeMutableRawPointer) throws(CourierError) {
-        EngineThread.check(driver, "Transfer.configure")
+        EngineThread.check(engine, "Transfer.configure")
         if !handleIsClean { configureCommonOptions(easy, current.options) }
         let request = current
         let me = Unmanaged.passUnretained(self).toOpaque()
         try check(courier_easy_setopt_string(easy, CURLOPT_URL, prepared.url), easy)
         // Set (or cleared) on every hop: a reused handle still points at its last transfer's.
-        parsedURL = driver.parsedURL(for: prepared.url)
+        parsedURL = engine.parsedURL(for: prepared.url)
         courier_easy_setopt_curlu(easy, parsedURL?.handle)
         courier_easy_setopt_pointer(easy, CURLOPT_PRIVATE, me)
         courier_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, me)
@@ -61,17 +61,17 @@ extension Transfer {
     /// The options every transfer of the session shares.
     private func configureCommonOptions(_ easy: UnsafeMutableRawPointer, _ options: TransferOptions) {
         courier_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-        let driverPointer = Unmanaged.passUnretained(driver).toOpaque()
-        courier_easy_setopt_opensocket_function(easy, driverOpenSocketCallback)
-        courier_easy_setopt_pointer(easy, CURLOPT_OPENSOCKETDATA, driverPointer)
-        courier_easy_setopt_closesocket_function(easy, driverCloseSocketCallback)
-        courier_easy_setopt_pointer(easy, CURLOPT_CLOSESOCKETDATA, driverPointer)
+        let enginePointer = Unmanaged.passUnretained(engine).toOpaque()
+        courier_easy_setopt_opensocket_function(easy, engineOpenSocketCallback)
+        courier_easy_setopt_pointer(easy, CURLOPT_OPENSOCKETDATA, enginePointer)
+        courier_easy_setopt_closesocket_function(easy, engineCloseSocketCallback)
+        courier_easy_setopt_pointer(easy, CURLOPT_CLOSESOCKETDATA, enginePointer)
         courier_easy_setopt_write_function(easy, transferWriteCallback)
         courier_easy_setopt_header_function(easy, transferHeaderCallback)
 
         // Only http and https, for requests and redirects alike (a redirect to file:// or any
         // other scheme is refused: see RedirectPolicy). Courier follows redirects itself (see
-        // CurlDriver.finish), so libcurl never does.
+        // CurlEngine.finish), so libcurl never does.
         courier_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         courier_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         courier_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0)
@@ -92,20 +92,20 @@ extension Transfer {
         courier_easy_setopt_long(easy, CURLOPT_MAXAGE_CONN, options.connectionIdleTimeout.curlSeconds)
 
         // The cookie share or the TLS session share: either caches TLS sessions for resumption.
-        if options.handlesCookies, let cookies = driver.cookies {
+        if options.handlesCookies, let cookies = engine.cookies {
             cookies.attach(easy)
         } else {
-            courier_easy_setopt_share(easy, driver.tlsSessions)
+            courier_easy_setopt_share(easy, engine.tlsSessions)
         }
         courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, options.verifiesTLS ? 1 : 0)
         courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, options.verifiesTLS ? 2 : 0)
         configureTLS(easy, options)
         if let path = options.unixSocketPath { courier_easy_setopt_string(easy, CURLOPT_UNIX_SOCKET_PATH, path) }
         if !options.resolveLines.isEmpty {
-            courier_easy_setopt_slist(easy, CURLOPT_RESOLVE, driver.stringList(options.resolveLines).list)
+            courier_easy_setopt_slist(easy, CURLOPT_RESOLVE, engine.stringList(options.resolveLines).list)
         }
         if !options.connectLines.isEmpty {
-            courier_easy_setopt_slist(easy, CURLOPT_CONNECT_TO, driver.stringList(options.connectLines).list)
+            courier_easy_setopt_slist(easy, CURLOPT_CONNECT_TO, engine.stringList(options.connectLines).list)
         }
         if let proxy = options.proxy {
             courier_easy_setopt_string(easy, CURLOPT_PROXY, proxy)
@@ -198,7 +198,7 @@ extension Transfer {
         let reader = body.makeReader()
         reader.onReadable = { [weak self] in
             guard let self else { return }
-            _ = self.driver.submit(.resumeSending(self))
+            _ = self.engine.submit(.resumeSending(self))
         }
         bodyReader = reader
         let me = Unmanaged.passUnretained(self).toOpaque()
@@ -252,7 +252,7 @@ extension HTTPVersionPreference {
 extension Duration {
     /// The longest timeout handed to libcurl: `Int32.max` milliseconds, about 24.8 days. Longer
     /// ones (`.seconds(Int64.max)` means "never") are clamped to it; libcurl's own timer
-    /// arithmetic, and the driver's in nanoseconds, stay far from overflowing.
+    /// arithmetic, and the engine's in nanoseconds, stay far from overflowing.
     static let longestCurlTimeout = Duration.milliseconds(Int32.max)
 
     /// Whole milliseconds, saturating at `Int.min` and `Int.max` instead of trapping.

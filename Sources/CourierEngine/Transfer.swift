@@ -10,7 +10,7 @@ import HTTPTypes
 ///
 /// `@unchecked Sendable` because it is shared between threads by design: `lifecycle` (a
 /// `Locked`) guards the state machine, the result and the waiters; every other `var` is touched
-/// only on the engine thread, between `CurlDriver.add` and `CurlDriver.detach`, and read by
+/// only on the engine thread, between `CurlEngine.add` and `CurlEngine.detach`, and read by
 /// nobody else until the result is published through `lifecycle`.
 final class Transfer: @unchecked Sendable {
     private struct Lifecycle {
@@ -26,7 +26,7 @@ final class Transfer: @unchecked Sendable {
         init(_ result: Result<TransferOutput, any Error>) { self.result = result }
     }
 
-    let driver: CurlDriver
+    let engine: CurlEngine
     /// The URL the transfer was made for (its first hop).
     let requestURL: String
     /// Progress reporters, when somebody can watch them (task objects); nil for plain calls.
@@ -37,7 +37,7 @@ final class Transfer: @unchecked Sendable {
 
     /// The easy handle while the transfer is on the multi handle.
     @EngineConfined var easy: UnsafeMutableRawPointer?
-    /// Where the driver's list of active transfers holds this one; -1 when it does not.
+    /// Where the engine's list of active transfers holds this one; -1 when it does not.
     @EngineConfined var activeIndex = -1
     /// The handle last ran a plain transfer with the same options: only per-request options
     /// need setting (see `EasyHandlePool`).
@@ -49,10 +49,10 @@ final class Transfer: @unchecked Sendable {
     /// What the callbacks need of `current`, copied out so the hot path touches no strings.
     @EngineConfined package private(set) var hop: HopSettings
     /// `CURLOPT_URL` and `CURLOPT_HTTPHEADER` of the current hop, built on the caller's thread
-    /// for the first hop (curl_slist_append needs no handle) and on the driver for redirects.
+    /// for the first hop (curl_slist_append needs no handle) and on the engine for redirects.
     @EngineConfined var prepared: PreparedHop
     /// libcurl's parse of `prepared.url` (`CURLOPT_CURLU`), held while the easy handle may read
-    /// it: from `configure` until the driver detaches the transfer.
+    /// it: from `configure` until the engine detaches the transfer.
     @EngineConfined var parsedURL: ParsedURL?
     @EngineConfined var redirectCount = 0
     @EngineConfined var head = ResponseHeadParser()
@@ -70,7 +70,7 @@ final class Transfer: @unchecked Sendable {
     /// Where the body of the final response goes.
     let sink: ResponseSink
     @EngineConfined var sinkEnded = false
-    /// The sink has bytes held back for the driver's next flush.
+    /// The sink has bytes held back for the engine's next flush.
     @EngineConfined var flushScheduled = false
     /// Reads the request body of the current hop, when it is not sent from memory.
     @EngineConfined var bodyReader: BodyReader?
@@ -93,7 +93,7 @@ final class Transfer: @unchecked Sendable {
     let errorBuffer: UnsafeMutablePointer<CChar>
 
     init(
-        request: TransferRequest, driver: CurlDriver, reporters: TransferReporters? = nil,
+        request: TransferRequest, engine: CurlEngine, reporters: TransferReporters? = nil,
         sharedHeaders: HeaderList? = nil, sink: ResponseSink? = nil, maximumBytesPerSecond: Int64? = nil
     ) {
         self.sink = sink ?? MemorySink(limit: request.options.maximumResponseSize)
@@ -102,7 +102,7 @@ final class Transfer: @unchecked Sendable {
         self.requestURL = request.urlString
         self.hop = HopSettings(request)
         self.prepared = PreparedHop(request, sharedHeaders: sharedHeaders)
-        self.driver = driver
+        self.engine = engine
         self.reporters = reporters
         self.errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
         self.errorBuffer[0] = 0
@@ -114,14 +114,14 @@ final class Transfer: @unchecked Sendable {
 
     // MARK: Caller side
 
-    /// Hands the transfer to the driver unless it was cancelled or suspended first.
+    /// Hands the transfer to the engine unless it was cancelled or suspended first.
     func start() {
         let action = lifecycle.withLock { $0.machine.start() }
         if action == .enqueue { enqueue() }
     }
 
     private func enqueue() {
-        if !driver.submit(.add(self)) {
+        if !engine.submit(.add(self)) {
             cancel()  // the session is shutting down
         }
     }
@@ -139,13 +139,13 @@ final class Transfer: @unchecked Sendable {
         guard action != .none else { return }
         for waiter in waiters { waiter.resume(throwing: CancellationError()) }
         reporters?.finish(succeeded: false)
-        if action == .finishAndRemove { _ = driver.submit(.remove(self)) }
+        if action == .finishAndRemove { _ = engine.submit(.remove(self)) }
     }
 
     /// Pauses a running transfer in both directions, or holds one that has not started.
     func suspend() {
         let action = lifecycle.withLock { $0.machine.suspend() }
-        if action == .pause { _ = driver.submit(.applySuspension(self)) }
+        if action == .pause { _ = engine.submit(.applySuspension(self)) }
     }
 
     /// Undoes `suspend()`; starts the transfer if it was never started.
@@ -153,20 +153,20 @@ final class Transfer: @unchecked Sendable {
         let action = lifecycle.withLock { $0.machine.resume() }
         switch action {
         case .enqueue: enqueue()
-        case .unpause: _ = driver.submit(.applySuspension(self))
+        case .unpause: _ = engine.submit(.applySuspension(self))
         case .none: break
         }
     }
 
     /// Sets this transfer's bandwidth limit, in bytes per second (nil: none).
     func setMaximumBytesPerSecond(_ rate: Int64?) {
-        _ = driver.submit(.setRate(self, rate))
+        _ = engine.submit(.setRate(self, rate))
     }
 
     var isFinished: Bool { lifecycle.withLock { $0.machine.isFinished } }
 
     /// Whether the caller wants the running transfer paused now (the state machine's word,
-    /// read when the driver applies it, so that the latest call wins).
+    /// read when the engine applies it, so that the latest call wins).
     var isSuspendedWhileRunning: Bool { lifecycle.withLock { $0.machine.isSuspendedWhileRunning } }
 
     /// Waits for the result. When `cancelsWithCaller`, cancelling the awaiting Swift task cancels
@@ -195,15 +195,15 @@ final class Transfer: @unchecked Sendable {
         }
     }
 
-    // MARK: Driver side
+    // MARK: Engine side
 
-    func driverWillAdd() -> TransferStateMachine.AddAction {
-        lifecycle.withLock { $0.machine.driverWillAdd() }
+    func engineWillAdd() -> TransferStateMachine.AddAction {
+        lifecycle.withLock { $0.machine.engineWillAdd() }
     }
 
     /// Publishes the result, unless the caller cancelled first. Engine thread.
     func complete(with result: Result<TransferOutput, any Error>) {
-        EngineThread.check(driver, "Transfer.complete")
+        EngineThread.check(engine, "Transfer.complete")
         let waiters = lifecycle.withLock { state -> [UnsafeContinuation<TransferOutput, any Error>]? in
             guard state.machine.complete() == .deliver else { return nil }
             state.result = Published(result)
@@ -218,7 +218,7 @@ final class Transfer: @unchecked Sendable {
                 reporters.finish(succeeded: false)
             }
         }
-        driver.deliver(result, to: waiters)
+        engine.deliver(result, to: waiters)
     }
 
     /// Resets the per-hop state before (re)adding the easy handle.
@@ -244,13 +244,13 @@ final class Transfer: @unchecked Sendable {
 
     /// Whether the sink, not yet ended, finds the body it was given incomplete. Engine thread.
     func sinkIncompleteness() -> CourierError? {
-        EngineThread.check(driver, "Transfer.sinkIncompleteness")
+        EngineThread.check(engine, "Transfer.sinkIncompleteness")
         return sinkEnded ? nil : sink.checkComplete()
     }
 
     /// Ends the sink once. Engine thread.
     func endSink(_ outcome: SinkOutcome) -> Data {
-        EngineThread.check(driver, "Transfer.endSink")
+        EngineThread.check(engine, "Transfer.endSink")
         guard !sinkEnded else { return Data() }
         sinkEnded = true
         bodyReader?.close()
@@ -282,7 +282,7 @@ struct HopSettings {
 }
 
 /// Why a transfer is paused. libcurl pauses a direction itself when a callback answers
-/// "pause"; the driver unpauses it (`curl_easy_pause`) once no reason is left.
+/// "pause"; the engine unpauses it (`curl_easy_pause`) once no reason is left.
 struct PauseState {
     /// `suspend()`: both directions.
     var suspended = false
@@ -303,7 +303,7 @@ struct PauseState {
 }
 
 /// A URL as libcurl parsed it (`curl_url_set`), for `CURLOPT_CURLU`. Engine thread only: made,
-/// shared and released there (`CurlDriver.parsedURL(for:)`).
+/// shared and released there (`CurlEngine.parsedURL(for:)`).
 ///
 /// Given only `CURLOPT_URL`, libcurl parses the URL again for every transfer and prints its
 /// normalised form back with its own `printf` (a seventh of what a small GET costs libcurl

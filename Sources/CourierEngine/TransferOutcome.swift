@@ -12,7 +12,7 @@ enum TransferOutcome {
 
     /// Reads the result of the current hop from the easy handle. Engine thread.
     static func evaluate(_ transfer: Transfer, easy: UnsafeMutableRawPointer, code: CURLcode) -> TransferOutcome {
-        EngineThread.check(transfer.driver, "TransferOutcome.evaluate")
+        EngineThread.check(transfer.engine, "TransferOutcome.evaluate")
         // A redirect whose body was cut short on purpose ends with CURLE_WRITE_ERROR: followed.
         let redirectCut = code == CURLE_WRITE_ERROR && transfer.cutRedirectBody && transfer.discardingBody
         if code != CURLE_OK, !redirectCut {

@@ -19,7 +19,7 @@ public struct CookieStore: Sendable {
         self.host = host
     }
 
-    private func onDriver<Value: Sendable>(
+    private func onEngine<Value: Sendable>(
         _ work: @escaping @Sendable (any CookieJar) -> Value, otherwise: Value
     ) async -> Value {
         await host.withCookieJar({ jar in jar.map(work) ?? otherwise })
@@ -27,7 +27,7 @@ public struct CookieStore: Sendable {
 
     /// Every cookie that has not expired.
     public func all() async -> [Cookie] {
-        await onDriver({ $0.all }, otherwise: [])
+        await onEngine({ $0.all }, otherwise: [])
     }
 
     /// The cookies a request to `url` would send.
@@ -38,7 +38,7 @@ public struct CookieStore: Sendable {
     /// Runs a change on the engine thread, and writes the jar file (of a default session).
     @discardableResult
     private func change(_ work: @escaping @Sendable (any CookieJar) -> Bool) async -> Bool {
-        await onDriver(
+        await onEngine(
             { engine in
                 let changed = work(engine)
                 engine.persist()

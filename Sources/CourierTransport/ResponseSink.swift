@@ -6,7 +6,7 @@ import HTTPTypes
 /// Where a transfer's response body goes. Used by one thread at a time: the engine's thread, or
 /// the task that runs a stub transfer.
 ///
-/// The driver calls `begin` once the final head has arrived (not an interim 1xx head, not a
+/// The engine calls `begin` once the final head has arrived (not an interim 1xx head, not a
 /// redirect whose body is discarded), `write` for each chunk libcurl delivers (already
 /// content-decoded), and `end` once, when the transfer is over for whatever reason.
 package protocol ResponseSink: AnyObject {
@@ -21,7 +21,7 @@ package protocol ResponseSink: AnyObject {
     /// The transfer is over: `.completed` (libcurl finished it), `.failed` or `.cancelled`.
     /// Returns the bytes collected in memory, if the sink keeps any.
     func end(_ outcome: SinkOutcome) -> Data
-    /// Whether the sink holds written bytes back until `flush()`, which the driver calls once
+    /// Whether the sink holds written bytes back until `flush()`, which the engine calls once
     /// per turn of its loop: libcurl may call the write callback many times in one turn, and
     /// handing each chunk to another thread on its own would cost a wakeup apiece.
     var needsFlush: Bool { get }
@@ -56,7 +56,7 @@ extension ResponseSink {
 
 package enum SinkWrite {
     case accepted
-    /// Not taken: libcurl keeps the bytes and delivers them again after the driver unpauses
+    /// Not taken: libcurl keeps the bytes and delivers them again after the engine unpauses
     /// the transfer (`CURL_WRITEFUNC_PAUSE`).
     case pause
     case failed(CourierError)

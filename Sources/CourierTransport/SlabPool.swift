@@ -2,13 +2,13 @@
 import CourierStorage
 import Foundation
 
-/// The memory a byte stream's chunks live in: slabs of `size` bytes that the driver fills in
+/// The memory a byte stream's chunks live in: slabs of `size` bytes that the engine fills in
 /// order and hands to the consumer in slices, each slice a `Data` that keeps its slab alive.
 /// Once the consumer has let go of every slice of a slab, the slab's memory goes back to the
 /// pool for the next bytes.
 ///
 /// This spares the stream a `malloc` per chunk, and the `realloc` copies of a buffer growing
-/// through a turn of the driver's loop, and it reuses memory that is mapped and warm in the
+/// through a turn of the engine's loop, and it reuses memory that is mapped and warm in the
 /// cache. Fresh buffers for every turn left a 1 GiB loopback stream at 38 to 41 MiB peak RSS;
 /// slabs, at 33 to 35 MiB.
 package final class SlabPool: @unchecked Sendable {
@@ -49,7 +49,7 @@ package final class SlabPool: @unchecked Sendable {
     }
 }
 
-/// One slab of a `SlabPool`. The driver writes into it; the slices it hands out share it.
+/// One slab of a `SlabPool`. The engine writes into it; the slices it hands out share it.
 ///
 /// `@unchecked Sendable`: the engine thread writes a range of bytes before it makes a slice of
 /// that range, and never writes there again; slices only read.

@@ -36,7 +36,7 @@ public struct TransferProgress: Sendable, Hashable, CustomStringConvertible {
 ///
 /// Updates come from the engine thread at every chunk; a subscriber sees at most one update
 /// per `interval` (and always the final one), each stream buffering only the newest value, so
-/// a fast transfer never floods a slow consumer. Values are monotonic because the driver is
+/// a fast transfer never floods a slow consumer. Values are monotonic because the engine is
 /// the only writer. The state is guarded by the `state` lock.
 package final class ProgressReporter: Sendable {
     private struct State {

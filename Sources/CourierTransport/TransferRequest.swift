@@ -3,7 +3,7 @@ import CourierStorage
 import Foundation
 import HTTPTypes
 
-/// One request as the driver runs it: head, absolute URL, body and per-transfer options, all
+/// One request as the engine runs it: head, absolute URL, body and per-transfer options, all
 /// prepared (serialized, adapted, validated) before it reaches the engine thread.
 package struct TransferRequest: Sendable {
     /// The request head as the manager built and `adapt(_:)` returned it.

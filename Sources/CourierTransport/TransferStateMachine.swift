@@ -5,13 +5,13 @@ import CourierStorage
 ///
 /// The owner keeps it behind a lock, feeds it events, and performs the returned action after
 /// unlocking. Events come from three places that race: the caller (`start`, `cancel`,
-/// `suspend`, `resume`, from any thread), the engine thread (`driverWillAdd`, `complete`), and
+/// `suspend`, `resume`, from any thread), the engine thread (`engineWillAdd`, `complete`), and
 /// Swift task cancellation (`cancel`). Whichever event takes the lock first decides; the other
 /// finds the machine already moved on and gets a no-op action. In particular:
 ///
-/// - cancel before start: the transfer finishes cancelled and never reaches the driver;
-/// - cancel while queued: it finishes cancelled at once; the driver later skips it;
-/// - cancel while running: it finishes cancelled at once, and the driver is asked to remove the
+/// - cancel before start: the transfer finishes cancelled and never reaches the engine;
+/// - cancel while queued: it finishes cancelled at once; the engine later skips it;
+/// - cancel while running: it finishes cancelled at once, and the engine is asked to remove the
 ///   easy handle; a completion that was already on its way is discarded;
 /// - completion first: a later cancel is a no-op, the caller gets the completed result.
 package struct TransferStateMachine: Sendable {
@@ -21,14 +21,14 @@ package struct TransferStateMachine: Sendable {
     package enum State: Equatable, Sendable {
         /// Made, not yet started.
         case initialized
-        /// Started and handed to the driver, which has not added it to the multi handle yet.
+        /// Started and handed to the engine, which has not added it to the multi handle yet.
         case queued
         /// On the multi handle.
         case running
-        /// Suspended before the driver added it; it waits until resumed. `handedToDriver` says
-        /// whether a start already went to the driver (which will park it when it sees it).
-        case suspendedBeforeRunning(handedToDriver: Bool)
-        /// Suspended while on the multi handle (the driver paused it).
+        /// Suspended before the engine added it; it waits until resumed. `handedToEngine` says
+        /// whether a start already went to the engine (which will park it when it sees it).
+        case suspendedBeforeRunning(handedToEngine: Bool)
+        /// Suspended while on the multi handle (the engine paused it).
         case suspendedWhileRunning
         /// Finished: completed, failed or cancelled. Final.
         case finished(cancelled: Bool)
@@ -44,7 +44,7 @@ package struct TransferStateMachine: Sendable {
     // MARK: Caller events
 
     package enum StartAction: Equatable {
-        /// Hand the transfer to the driver.
+        /// Hand the transfer to the engine.
         case enqueue
         /// Nothing to do (already started, suspended or finished).
         case none
@@ -61,9 +61,9 @@ package struct TransferStateMachine: Sendable {
     }
 
     package enum CancelAction: Equatable {
-        /// Deliver `CancellationError` now; the driver has nothing of it.
+        /// Deliver `CancellationError` now; the engine has nothing of it.
         case finish
-        /// Deliver `CancellationError` now and ask the driver to remove the easy handle.
+        /// Deliver `CancellationError` now and ask the engine to remove the easy handle.
         case finishAndRemove
         /// Already finished.
         case none
@@ -72,7 +72,7 @@ package struct TransferStateMachine: Sendable {
     package mutating func cancel() -> CancelAction {
         switch state {
         case .initialized, .queued, .suspendedBeforeRunning:
-            // A queued transfer is skipped by the driver when it sees `finished`.
+            // A queued transfer is skipped by the engine when it sees `finished`.
             state = .finished(cancelled: true)
             return .finish
         case .running, .suspendedWhileRunning:
@@ -83,7 +83,7 @@ package struct TransferStateMachine: Sendable {
         }
     }
 
-    /// Whether the transfer is on the multi handle and should be paused: what the driver
+    /// Whether the transfer is on the multi handle and should be paused: what the engine
     /// applies when a suspend or resume reaches it, whichever of them was last.
     package var isSuspendedWhileRunning: Bool {
         if case .suspendedWhileRunning = state { return true }
@@ -91,7 +91,7 @@ package struct TransferStateMachine: Sendable {
     }
 
     package enum SuspendAction: Equatable {
-        /// Ask the driver to pause the running transfer.
+        /// Ask the engine to pause the running transfer.
         case pause
         case none
     }
@@ -99,10 +99,10 @@ package struct TransferStateMachine: Sendable {
     package mutating func suspend() -> SuspendAction {
         switch state {
         case .initialized:
-            state = .suspendedBeforeRunning(handedToDriver: false)
+            state = .suspendedBeforeRunning(handedToEngine: false)
             return .none
         case .queued:
-            state = .suspendedBeforeRunning(handedToDriver: true)
+            state = .suspendedBeforeRunning(handedToEngine: true)
             return .none
         case .running:
             state = .suspendedWhileRunning
@@ -113,9 +113,9 @@ package struct TransferStateMachine: Sendable {
     }
 
     package enum ResumeAction: Equatable {
-        /// Hand the transfer to the driver (it was never added, or the driver parked it).
+        /// Hand the transfer to the engine (it was never added, or the engine parked it).
         case enqueue
-        /// Ask the driver to unpause the transfer.
+        /// Ask the engine to unpause the transfer.
         case unpause
         case none
     }
@@ -126,10 +126,10 @@ package struct TransferStateMachine: Sendable {
             // `resume()` on a task that was never started starts it, as URLSession's does.
             state = .queued
             return .enqueue
-        case .suspendedBeforeRunning(let handedToDriver):
+        case .suspendedBeforeRunning(let handedToEngine):
             state = .queued
-            // If the start is still in the driver's inbox, the driver will add it; no second enqueue.
-            return handedToDriver ? .none : .enqueue
+            // If the start is still in the engine's inbox, the engine will add it; no second enqueue.
+            return handedToEngine ? .none : .enqueue
         case .suspendedWhileRunning:
             state = .running
             return .unpause
@@ -138,7 +138,7 @@ package struct TransferStateMachine: Sendable {
         }
     }
 
-    // MARK: Driver events
+    // MARK: Engine events
 
     package enum AddAction: Equatable {
         /// Add the easy handle to the multi handle.
@@ -149,14 +149,14 @@ package struct TransferStateMachine: Sendable {
         case skip
     }
 
-    /// The driver took the transfer from its inbox.
-    package mutating func driverWillAdd() -> AddAction {
+    /// The engine took the transfer from its inbox.
+    package mutating func engineWillAdd() -> AddAction {
         switch state {
         case .queued:
             state = .running
             return .add
         case .suspendedBeforeRunning:
-            state = .suspendedBeforeRunning(handedToDriver: false)
+            state = .suspendedBeforeRunning(handedToEngine: false)
             return .park
         case .finished:
             return .skip
@@ -173,7 +173,7 @@ package struct TransferStateMachine: Sendable {
         case discard
     }
 
-    /// The driver finished the transfer (success or failure).
+    /// The engine finished the transfer (success or failure).
     package mutating func complete() -> CompleteAction {
         switch state {
         case .finished:

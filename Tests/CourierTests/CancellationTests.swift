@@ -45,7 +45,7 @@ import Testing
         #expect(echo["args"]["after"] == "cancel")
     }
 
-    @Test func releasingTheManagerEndsItsDriverWithoutLosingRequests() async throws {
+    @Test func releasingTheManagerEndsItsEngineWithoutLosingRequests() async throws {
         let httpbin = try await TestServers.httpbin()
         for round in 0..<20 {
             let api = HTTPSessionManager(baseURL: httpbin, configuration: .ephemeral)

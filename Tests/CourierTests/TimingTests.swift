@@ -108,7 +108,7 @@ import Testing
 
     /// Runs `measure` (which returns bytes per second) up to twice: a rate above the limit
     /// fails at once (the limit leaks); one below it may come from the machine starving the
-    /// driver thread, and gets a second chance.
+    /// engine thread, and gets a second chance.
     static func expectRate(
         _ limit: Double, sourceLocation: SourceLocation = #_sourceLocation, _ measure: () async throws -> Double
     ) async throws {

@@ -8,36 +8,36 @@ import Testing
 @testable import CourierStorage
 @testable import CourierTransport
 
-/// The task lifecycle, event by event, including the races the driver and the caller run.
+/// The task lifecycle, event by event, including the races the engine and the caller run.
 @Suite struct TransferStateMachineTests {
     @Test func aStartedTransferIsEnqueuedOnceAddedAndDelivered() {
         var machine = TransferStateMachine()
         #expect(machine.start() == .enqueue)
         #expect(machine.start() == .none)
-        #expect(machine.driverWillAdd() == .add)
+        #expect(machine.engineWillAdd() == .add)
         #expect(machine.state == .running)
         #expect(machine.complete() == .deliver)
         #expect(machine.state == .finished(cancelled: false))
     }
 
-    @Test func cancelBeforeStartNeverReachesTheDriver() {
+    @Test func cancelBeforeStartNeverReachesTheEngine() {
         var machine = TransferStateMachine()
         #expect(machine.cancel() == .finish)
         #expect(machine.start() == .none)
         #expect(machine.state == .finished(cancelled: true))
     }
 
-    @Test func cancelWhileQueuedMakesTheDriverSkipIt() {
+    @Test func cancelWhileQueuedMakesTheEngineSkipIt() {
         var machine = TransferStateMachine()
         _ = machine.start()
         #expect(machine.cancel() == .finish)
-        #expect(machine.driverWillAdd() == .skip)
+        #expect(machine.engineWillAdd() == .skip)
     }
 
-    @Test func cancelWhileRunningAsksTheDriverToRemoveIt() {
+    @Test func cancelWhileRunningAsksTheEngineToRemoveIt() {
         var machine = TransferStateMachine()
         _ = machine.start()
-        _ = machine.driverWillAdd()
+        _ = machine.engineWillAdd()
         #expect(machine.cancel() == .finishAndRemove)
         #expect(machine.cancel() == .none)
     }
@@ -45,7 +45,7 @@ import Testing
     @Test func cancelThatWinsTheRaceDiscardsTheCompletion() {
         var machine = TransferStateMachine()
         _ = machine.start()
-        _ = machine.driverWillAdd()
+        _ = machine.engineWillAdd()
         _ = machine.cancel()
         #expect(machine.complete() == .discard)
         #expect(machine.state == .finished(cancelled: true))
@@ -54,7 +54,7 @@ import Testing
     @Test func completionThatWinsTheRaceMakesCancelANoOp() {
         var machine = TransferStateMachine()
         _ = machine.start()
-        _ = machine.driverWillAdd()
+        _ = machine.engineWillAdd()
         #expect(machine.complete() == .deliver)
         #expect(machine.cancel() == .none)
         #expect(machine.state == .finished(cancelled: false))
@@ -63,7 +63,7 @@ import Testing
     @Test func suspendWhileRunningPausesAndResumeUnpauses() {
         var machine = TransferStateMachine()
         _ = machine.start()
-        _ = machine.driverWillAdd()
+        _ = machine.engineWillAdd()
         #expect(machine.suspend() == .pause)
         #expect(machine.suspend() == .none)
         #expect(machine.resume() == .unpause)
@@ -76,24 +76,24 @@ import Testing
         #expect(machine.suspend() == .none)
         #expect(machine.start() == .none)
         #expect(machine.resume() == .enqueue)
-        #expect(machine.driverWillAdd() == .add)
+        #expect(machine.engineWillAdd() == .add)
     }
 
     @Test func suspendWhileQueuedParksItAndResumeEnqueuesAgain() {
         var machine = TransferStateMachine()
         _ = machine.start()
         #expect(machine.suspend() == .none)
-        #expect(machine.driverWillAdd() == .park)
+        #expect(machine.engineWillAdd() == .park)
         #expect(machine.resume() == .enqueue)
-        #expect(machine.driverWillAdd() == .add)
+        #expect(machine.engineWillAdd() == .add)
     }
 
-    @Test func resumeBeforeTheDriverSawTheSuspendDoesNotEnqueueTwice() {
+    @Test func resumeBeforeTheEngineSawTheSuspendDoesNotEnqueueTwice() {
         var machine = TransferStateMachine()
         _ = machine.start()
         _ = machine.suspend()
         #expect(machine.resume() == .none)
-        #expect(machine.driverWillAdd() == .add)
+        #expect(machine.engineWillAdd() == .add)
     }
 
     @Test func resumeStartsATaskThatWasNeverStarted() {
@@ -105,7 +105,7 @@ import Testing
     @Test func aSuspendedTransferCanStillBeCancelled() {
         var machine = TransferStateMachine()
         _ = machine.start()
-        _ = machine.driverWillAdd()
+        _ = machine.engineWillAdd()
         _ = machine.suspend()
         #expect(machine.cancel() == .finishAndRemove)
         #expect(machine.resume() == .none)
@@ -114,7 +114,7 @@ import Testing
     @Test func aPausedTransferThatCompletesDelivers() {
         var machine = TransferStateMachine()
         _ = machine.start()
-        _ = machine.driverWillAdd()
+        _ = machine.engineWillAdd()
         _ = machine.suspend()
         #expect(machine.complete() == .deliver)
         #expect(machine.suspend() == .none)

@@ -1,5 +1,5 @@
 // Typed wrappers for libcurl's variadic functions, and the few C facilities (epoll with its
-// packed event struct, eventfd, zlib, the monotonic clock) that Courier's driver uses.
+// packed event struct, eventfd, zlib, the monotonic clock) that Courier's engine uses.
 // Swift cannot call C variadic functions, so every curl_*_setopt/getinfo call
 // shape Courier needs has a typed, non-variadic wrapper here.
 

@@ -61,7 +61,7 @@ public struct UploadBody: Sendable {
         return UploadBody(source: .content(.segments(form.segments)), contentType: form.contentType)
     }
 
-    /// The body the driver sends. Files are measured here, so that a missing one fails before
+    /// The body the engine sends. Files are measured here, so that a missing one fails before
     /// anything is sent.
     func requestBody(compressed: Bool) throws(CourierError) -> RequestBody {
         switch source {

@@ -136,7 +136,7 @@ open class HTTPSessionManager {
         }
         let transport: any Transport =
             configuration.transport?.base
-            ?? CurlDriver(
+            ?? CurlEngine(
                 limits: .init(
                     maximumConnectionsPerHost: configuration.maximumConnectionsPerHost,
                     maximumTotalConnections: configuration.maximumConnections,

@@ -77,11 +77,11 @@ public struct ByteStream: AsyncSequence, Sendable {
     }
 }
 
-/// The driver's end of a `ByteStream`: chunks wait here for the consumer.
+/// The engine's end of a `ByteStream`: chunks wait here for the consumer.
 ///
-/// The driver copies what libcurl delivers into the slabs of a `SlabPool` and hands each slab
+/// The engine copies what libcurl delivers into the slabs of a `SlabPool` and hands each slab
 /// over as soon as it is full, and what is left of it at the end of each turn of its loop, so
-/// the consumer drains while the driver is still reading. The slabs come back to the pool once
+/// the consumer drains while the engine is still reading. The slabs come back to the pool once
 /// the consumer lets go of their chunks.
 ///
 /// `@unchecked Sendable`: `state` (a `Locked`) guards everything the two sides share; the
@@ -126,7 +126,7 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
 
     var largestBuffered: Int { state.withLock { $0.largestBuffered } }
 
-    // MARK: Driver side
+    // MARK: Engine side
 
     func begin(_ head: ResponseHeadParser, expectedLength: Int64?) -> CourierError? {
         if !(200..<300).contains(head.statusCode) {
@@ -334,7 +334,7 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
     }
 
     /// The next queued chunk, the end, or the failure; otherwise nil, and `continuation` (if
-    /// any) waits for the driver's next hand-over. Restarts a paused transfer once the queue
+    /// any) waits for the engine's next hand-over. Restarts a paused transfer once the queue
     /// has drained far enough.
     private func take(orWait continuation: CheckedContinuation<Data?, any Error>?) -> Result<Data?, any Error>? {
         let (result, resume) = state.withLock { state -> (Result<Data?, any Error>?, (@Sendable () -> Void)?) in

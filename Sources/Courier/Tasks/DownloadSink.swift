@@ -17,7 +17,7 @@ import HTTPTypes
 /// after a cancellation that asked for resume data, or a failure, the partial file stays;
 /// otherwise a file this sink created is deleted.
 ///
-/// `@unchecked Sendable`: the file descriptor and counters are touched only on the driver
+/// `@unchecked Sendable`: the file descriptor and counters are touched only on the engine
 /// thread (between `begin` and `end`); `shared` (a `Locked`) holds what other threads read:
 /// the phase, the resume-data request and the waiters for the end.
 final class DownloadSink: ResponseSink, @unchecked Sendable {
@@ -97,7 +97,7 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
         self.validatorArrived = validatorArrived
     }
 
-    // MARK: Driver side
+    // MARK: Engine side
 
     func begin(_ head: ResponseHeadParser, expectedLength: Int64?) -> CourierError? {
         let proceed = shared.withLock { shared -> Bool in
@@ -373,7 +373,7 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
                     shared.waiters.append(continuation)  // the next attempt, or its abandonment, ends it
                     return nil
                 case .idle:
-                    shared.phase = .abandoned  // if the driver gets to `begin` now, it refuses
+                    shared.phase = .abandoned  // if the engine gets to `begin` now, it refuses
                     return Result.none
                 case .writing:
                     shared.waiters.append(continuation)

@@ -1,6 +1,6 @@
 import Foundation
 
-/// A request body as the driver sends it: in memory, streamed from a file, from an
+/// A request body as the engine sends it: in memory, streamed from a file, from an
 /// `AsyncSequence`, or from the parts of a multipart form, optionally gzip-compressed on the
 /// way out.
 package struct RequestBody: Sendable {

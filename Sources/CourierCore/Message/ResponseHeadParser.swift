@@ -8,7 +8,7 @@ import HTTPTypes
 /// status line starts a new head. Trailers of a chunked body arrive after the head is complete
 /// and are ignored.
 ///
-/// On the engine thread it only copies the lines and picks out the few facts the driver needs
+/// On the engine thread it only copies the lines and picks out the few facts the engine needs
 /// (status, `Content-Length`, `Content-Encoding`, `Location`); building `HTTPFields`, which
 /// validates and lower-cases every name, happens later on the caller's side (``response``).
 ///

@@ -1,8 +1,8 @@
 import CCurlShim
 import Foundation
 
-/// Hands the bytes of an `AsyncSequence` to the driver with backpressure: a Swift task pulls
-/// from the sequence only while fewer than `capacity` bytes wait to be sent, and the driver
+/// Hands the bytes of an `AsyncSequence` to the engine with backpressure: a Swift task pulls
+/// from the sequence only while fewer than `capacity` bytes wait to be sent, and the engine
 /// pauses the transfer (`CURL_READFUNC_PAUSE`) while none wait. The state is guarded by `state`.
 package final class StreamBodyBridge: Sendable {
     private struct State {

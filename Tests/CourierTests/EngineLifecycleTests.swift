@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// Tearing a session down while transfers run, and what it leaves behind.
-@Suite struct DriverLifecycleTests {
+@Suite struct EngineLifecycleTests {
     @Test func cancellingHundredsOfTasksLeavesNoConnectionOpen() async throws {
         // A server of our own, so that only this test's connections reach it.
         let server = try await TestServers.dedicatedFaultServer()
@@ -25,7 +25,7 @@ import Testing
             for task in tasks { await #expect(throws: CancellationError.self) { _ = try await task.response } }
             api.invalidateAndCancel()
         }
-        // The driver threads close their connections as they wind down.
+        // The engine threads close their connections as they wind down.
         var open = try clientConnections(toPort: port)
         for _ in 0..<50 where open > 0 {
             try await Task.sleep(for: .milliseconds(100))

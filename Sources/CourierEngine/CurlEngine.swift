@@ -8,7 +8,7 @@ import Logging
 
 /// Runs one curl multi handle on a thread of its own.
 ///
-/// Threading: the engine thread (`courier-driver`) makes every libcurl call for the multi
+/// Threading: the engine thread (`courier-engine`) makes every libcurl call for the multi
 /// handle and its easy handles. Other threads talk to it only through `submit(_:)`: it appends
 /// a command to the `inbox` (a `Locked`) and signals an eventfd that sits in the same epoll set
 /// as libcurl's sockets; the signal is skipped while one is pending, so a burst of submissions
@@ -19,16 +19,16 @@ import Logging
 /// touches only the transfers with work, so the cost of a wakeup does not grow with the number
 /// of transfers in flight (the 10,000-transfer target). libcurl 7.88 removes a keep-alive
 /// socket from its interest set when a transfer ends and adds it back for the next one; the
-/// driver keeps such sockets registered while idle ("parked", see `watch(socket:what:easy:)`), which
+/// engine keeps such sockets registered while idle ("parked", see `watch(socket:what:easy:)`), which
 /// saves two `epoll_ctl` calls per request. `curl_multi_poll` is no faster at 64 transfers in
 /// flight (Documentation/Benchmarks.md, "Measurements behind the code").
 ///
 /// `@unchecked Sendable`: `inbox` is guarded by its lock (which also orders closing the eventfd
 /// with the last signal); every other `var` is touched only on the engine thread.
-package final class CurlDriver: @unchecked Sendable {
+package final class CurlEngine: @unchecked Sendable {
     enum Command {
         /// Runs on the engine thread (cookie store operations).
-        case run(@Sendable (CurlDriver) -> Void)
+        case run(@Sendable (CurlEngine) -> Void)
         case add(Transfer)
         /// Cancelled by the caller: take it off the multi handle.
         case remove(Transfer)
@@ -145,7 +145,7 @@ package final class CurlDriver: @unchecked Sendable {
     /// Results published during this turn of the loop, for their waiters (see `deliver`).
     @EngineConfined private var deliveries: [Delivery] = []
     /// `curl_slist`s of session-wide string options (`CURLOPT_RESOLVE`, `CURLOPT_CONNECT_TO`),
-    /// built once per distinct list and kept while the driver lives.
+    /// built once per distinct list and kept while the engine lives.
     @EngineConfined private var stringLists: [[String]: HeaderList] = [:]
 
     /// The `curl_slist` for `lines`, built on first use.
@@ -156,7 +156,7 @@ package final class CurlDriver: @unchecked Sendable {
         return list
     }
 
-    package init(limits: Limits, name: String = "courier-driver") {
+    package init(limits: Limits, name: String = "courier-engine") {
         _ = CurlRuntime.initialized
         self.limits = limits
         epollFD = courier_epoll_create()
@@ -173,7 +173,7 @@ package final class CurlDriver: @unchecked Sendable {
         thread.start()
     }
 
-    /// Queues a command for the engine thread. Returns false once the driver is shutting down.
+    /// Queues a command for the engine thread. Returns false once the engine is shutting down.
     @discardableResult
     func submit(_ command: Command) -> Bool {
         // The wakeup is written under the lock: `tearDown` closes the eventfd under the same
@@ -189,7 +189,7 @@ package final class CurlDriver: @unchecked Sendable {
         }
     }
 
-    /// Asks the driver to cancel every transfer, clean up libcurl and end its thread. Returns
+    /// Asks the engine to cancel every transfer, clean up libcurl and end its thread. Returns
     /// at once; the thread keeps `self` alive until `curl_multi_cleanup` has returned.
     package func shutdown() {
         inbox.withLock { inbox in
@@ -205,9 +205,9 @@ package final class CurlDriver: @unchecked Sendable {
         let multi = curl_multi_init()!
         self.multi = multi
         let me = Unmanaged.passUnretained(self).toOpaque()
-        courier_multi_setopt_socket_function(multi, driverSocketCallback)
+        courier_multi_setopt_socket_function(multi, engineSocketCallback)
         courier_multi_setopt_pointer(multi, CURLMOPT_SOCKETDATA, me)
-        courier_multi_setopt_timer_function(multi, driverTimerCallback)
+        courier_multi_setopt_timer_function(multi, engineTimerCallback)
         courier_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, me)
         courier_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, limits.maximumConnectionsPerHost)
         courier_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, limits.maximumTotalConnections)
@@ -312,7 +312,7 @@ package final class CurlDriver: @unchecked Sendable {
     }
 
     /// Moves the queued commands into `taken` and clears the wakeup flag, so the next submission
-    /// wakes us. Returns whether the driver is shutting down.
+    /// wakes us. Returns whether the engine is shutting down.
     private func takeCommands() -> Bool {
         inbox.withLock { inbox in
             // Swapped, not copied: both arrays keep their storage from turn to turn.
@@ -408,12 +408,12 @@ package final class CurlDriver: @unchecked Sendable {
     }
 
     private func add(_ transfer: Transfer) {
-        EngineThread.check(self, "CurlDriver.add")
+        EngineThread.check(self, "CurlEngine.add")
         if limits.maximumConcurrentTransfers > 0, active.count >= limits.maximumConcurrentTransfers {
             waiting.append(transfer)  // its turn comes in `detach`
             return
         }
-        guard transfer.driverWillAdd() == .add else { return }
+        guard transfer.engineWillAdd() == .add else { return }
         let easy = handles.take(for: transfer)
         transfer.easy = easy
         transfer.beginHop()
@@ -438,11 +438,11 @@ package final class CurlDriver: @unchecked Sendable {
     /// Takes the transfer's easy handle off the multi handle, keeps the handle for reuse, ends
     /// the sink (if the outcome did not already), and lets a waiting transfer take the place.
     private func detach(_ transfer: Transfer, _ outcome: SinkOutcome = .cancelled) {
-        EngineThread.check(self, "CurlDriver.detach")
+        EngineThread.check(self, "CurlEngine.detach")
         guard let easy = transfer.easy else { return }
         curl_multi_remove_handle(multi, easy)
         transfer.easy = nil
-        transfer.parsedURL = nil  // released here, on the driver thread
+        transfer.parsedURL = nil  // released here, on the engine thread
         // Swap-remove: the last transfer takes this one's place.
         let index = transfer.activeIndex
         let last = active.removeLast()
@@ -623,27 +623,27 @@ package final class CurlDriver: @unchecked Sendable {
 }
 
 /// CURLMOPT_SOCKETFUNCTION: libcurl says which events it wants on a socket.
-private let driverSocketCallback: curl_socket_callback = { easy, socket, what, userdata, _ in
-    let driver = Unmanaged<CurlDriver>.fromOpaque(userdata!).takeUnretainedValue()
-    driver.watch(socket: socket, what: what, easy: easy)
+private let engineSocketCallback: curl_socket_callback = { easy, socket, what, userdata, _ in
+    let engine = Unmanaged<CurlEngine>.fromOpaque(userdata!).takeUnretainedValue()
+    engine.watch(socket: socket, what: what, easy: easy)
     return 0
 }
 
-/// CURLOPT_OPENSOCKETFUNCTION (set on every easy handle with the driver as its data).
-let driverOpenSocketCallback: curl_opensocket_callback = { userdata, _, address in
-    let driver = Unmanaged<CurlDriver>.fromOpaque(userdata!).takeUnretainedValue()
-    return driver.openSocket(address!)
+/// CURLOPT_OPENSOCKETFUNCTION (set on every easy handle with the engine as its data).
+let engineOpenSocketCallback: curl_opensocket_callback = { userdata, _, address in
+    let engine = Unmanaged<CurlEngine>.fromOpaque(userdata!).takeUnretainedValue()
+    return engine.openSocket(address!)
 }
 
-/// CURLOPT_CLOSESOCKETFUNCTION (set on every easy handle with the driver as its data).
-let driverCloseSocketCallback: curl_closesocket_callback = { userdata, socket in
-    let driver = Unmanaged<CurlDriver>.fromOpaque(userdata!).takeUnretainedValue()
-    return driver.closeSocket(socket)
+/// CURLOPT_CLOSESOCKETFUNCTION (set on every easy handle with the engine as its data).
+let engineCloseSocketCallback: curl_closesocket_callback = { userdata, socket in
+    let engine = Unmanaged<CurlEngine>.fromOpaque(userdata!).takeUnretainedValue()
+    return engine.closeSocket(socket)
 }
 
 /// CURLMOPT_TIMERFUNCTION: libcurl asks to be called after `timeout` ms (-1: no timer).
-private let driverTimerCallback: curl_multi_timer_callback = { _, timeout, userdata in
-    let driver = Unmanaged<CurlDriver>.fromOpaque(userdata!).takeUnretainedValue()
-    driver.setTimer(milliseconds: timeout)
+private let engineTimerCallback: curl_multi_timer_callback = { _, timeout, userdata in
+    let engine = Unmanaged<CurlEngine>.fromOpaque(userdata!).takeUnretainedValue()
+    engine.setTimer(milliseconds: timeout)
     return 0
 }

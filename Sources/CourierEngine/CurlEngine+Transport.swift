@@ -5,7 +5,7 @@ import Foundation
 import HTTPTypes
 
 /// The libcurl engine as the pipeline's transport.
-extension CurlDriver: Transport {
+extension CurlEngine: Transport {
     package func sharedHeaders(for fields: HTTPFields, acceptsCompressedResponses: Bool) -> (any Sendable)? {
         HeaderList(fields, hasBody: false, acceptsCompressedResponses: acceptsCompressedResponses)
     }
@@ -15,7 +15,7 @@ extension CurlDriver: Transport {
         sink: (any ResponseSink)?, maximumBytesPerSecond: Int64?
     ) -> any TransportTransfer {
         Transfer(
-            request: request, driver: self, reporters: reporters, sharedHeaders: sharedHeaders as? HeaderList,
+            request: request, engine: self, reporters: reporters, sharedHeaders: sharedHeaders as? HeaderList,
             sink: sink, maximumBytesPerSecond: maximumBytesPerSecond)
     }
 
@@ -23,7 +23,7 @@ extension CurlDriver: Transport {
         _ work: @escaping @Sendable ((any CookieJar)?) -> Value
     ) async -> Value {
         await withCheckedContinuation { continuation in
-            let submitted = submit(.run { driver in continuation.resume(returning: work(driver.cookies)) })
+            let submitted = submit(.run { engine in continuation.resume(returning: work(engine.cookies)) })
             if !submitted { continuation.resume(returning: work(nil)) }
         }
     }
@@ -31,7 +31,7 @@ extension CurlDriver: Transport {
 
 extension Transfer: TransportTransfer {
     package func resumeReceiving() {
-        _ = driver.submit(.resumeReceiving(self))
+        _ = engine.submit(.resumeReceiving(self))
     }
 }
 
