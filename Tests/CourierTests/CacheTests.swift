@@ -271,20 +271,25 @@ import Testing
     }
 
     @Test func theLeastRecentlyUsedEntryGoesFirst() async throws {
-        let api = manager(try await TestServers.httpbin()) { $0.cacheCapacity = 4_000 }
+        // /cache/n is fresh for n seconds: 600, however slowly a loaded machine runs the test.
+        // Each answer takes the same size (about 1 KB with its headers): room for four and a half.
+        let probe = manager(try await TestServers.httpbin())
+        _ = try await probe.request(.get, "cache/600", serializer: DataResponseSerializer())
+        let entry = try #require(probe.cache?.totalSize)
+        let capacity = entry * 4 + entry / 2
+        let api = manager(try await TestServers.httpbin()) { $0.cacheCapacity = capacity }
         func fetch(_ path: String) async throws -> ResponseSource {
             try await api.request(.get, path, serializer: DataResponseSerializer()).source
         }
-        // Each /cache/n answer takes about 1 KB with its headers.
-        _ = try await fetch("cache/61")
-        _ = try await fetch("cache/62")
-        _ = try await fetch("cache/63")
-        #expect(try await fetch("cache/61") == .cache)  // 61 is now the most recently used
-        _ = try await fetch("cache/64")
-        _ = try await fetch("cache/65")
-        #expect((api.cache?.totalSize ?? .max) <= 4_000)
-        #expect(try await fetch("cache/61") == .cache)
-        #expect(try await fetch("cache/62") == .network)
+        _ = try await fetch("cache/601")
+        _ = try await fetch("cache/602")
+        _ = try await fetch("cache/603")
+        #expect(try await fetch("cache/601") == .cache)  // 601 is now the most recently used
+        _ = try await fetch("cache/604")
+        _ = try await fetch("cache/605")
+        #expect((api.cache?.totalSize ?? .max) <= capacity)
+        #expect(try await fetch("cache/601") == .cache)
+        #expect(try await fetch("cache/602") == .network)
     }
 
     @Test func onlyGETIsStored() async throws {
