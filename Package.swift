@@ -28,7 +28,10 @@ let package = Package(
             name: "CCourierLibcurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         .systemLibrary(name: "CCourierZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
-        .target(name: "CCurlShim", dependencies: ["CCourierLibcurl", "CCourierZlib"]),
+        // C for the layers: the clock, copies, an atomic rename, gzip, the public suffix list.
+        .target(name: "CCourierSystem", dependencies: ["CCourierZlib"]),
+        // C for the engine alone: libcurl's variadic calls typed, epoll, eventfd, sockets.
+        .target(name: "CCurlShim", dependencies: ["CCourierLibcurl", "CCourierSystem"]),
         // The layers, bottom up. Each target imports only the ones below it, so a reference
         // that points up does not compile (Documentation/Architecture.md walks one request
         // through them).
@@ -37,7 +40,7 @@ let package = Package(
         .target(
             name: "CourierCore",
             dependencies: [
-                "CCurlShim",
+                "CCourierSystem",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -50,7 +53,7 @@ let package = Package(
         .target(
             name: "CourierStorage",
             dependencies: [
-                "CourierCore", "CCurlShim",
+                "CourierCore", "CCourierSystem",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -60,7 +63,7 @@ let package = Package(
         .target(
             name: "CourierTransport",
             dependencies: [
-                "CourierCore", "CourierStorage", "CCurlShim",
+                "CourierCore", "CourierStorage", "CCourierSystem",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -92,7 +95,7 @@ let package = Package(
             name: "Courier",
             dependencies: [
                 "CourierCore", "CourierSerialization", "CourierStorage", "CourierTransport", "CourierEngine",
-                "CourierPipeline",
+                "CourierPipeline", "CCourierSystem",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),

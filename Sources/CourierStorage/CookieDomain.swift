@@ -1,4 +1,4 @@
-import CCurlShim
+import CCourierSystem
 @_spi(CourierInternals) import CourierCore
 
 /// Which domains a cookie may be stored for. Cookies from responses are checked by libcurl

@@ -1,5 +1,6 @@
 // Typed wrappers for libcurl's variadic functions, and the few C facilities (epoll with its
-// packed event struct, eventfd, zlib, the monotonic clock) that Courier's engine uses.
+// packed event struct, eventfd, sockets, libcurl's allocator) that Courier's engine uses. Only
+// the engine imports this module; what the other layers need from C is CCourierSystem.
 // Swift cannot call C variadic functions, so every curl_*_setopt/getinfo call
 // shape Courier needs has a typed, non-variadic wrapper here.
 
@@ -7,11 +8,11 @@
 #define COURIER_CCURLSHIM_H
 
 #include <curl/curl.h>
+#include "CCourierSystem.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
-#include <zlib.h>
 
 // MARK: - curl_easy_setopt
 
@@ -188,18 +189,6 @@ static inline CURLcode courier_easy_setopt_read_data(CURL *easy, void *data) {
 static const int courier_seekfunc_ok = CURL_SEEKFUNC_OK;
 static const int courier_seekfunc_cantseek = CURL_SEEKFUNC_CANTSEEK;
 
-// MARK: - gzip (zlib) for request bodies
-
-typedef struct courier_gzip courier_gzip;
-/// A gzip compressor (zlib deflate with a gzip header, RFC 1952) at the given level (1-9).
-courier_gzip *courier_gzip_create(int level);
-/// Compresses from `input` into `output`. `finish` marks the end of the input. Sets how much was
-/// consumed and produced; returns 1 when the stream is complete, 0 when more calls are needed,
-/// -1 on error.
-int courier_gzip_step(courier_gzip *gzip, const void *input, size_t input_length, int finish,
-                      void *output, size_t output_capacity, size_t *consumed, size_t *produced);
-void courier_gzip_free(courier_gzip *gzip);
-
 // MARK: - Event loop primitives
 
 /// One readiness event, unpacked from `struct epoll_event` (packed on x86_64).
@@ -207,9 +196,6 @@ typedef struct {
     int fd;
     uint32_t events;
 } courier_event;
-
-/// `renameat2(RENAME_NOREPLACE)`: moves `from` to `to` unless `to` exists. 0 or -1 (errno).
-int courier_rename_noreplace(const char *from, const char *to);
 
 /// `socket(2)` for the address libcurl is about to connect to, close-on-exec; -1 on failure.
 int courier_open_socket(const struct curl_sockaddr *address);
@@ -219,15 +205,6 @@ int courier_open_socket(const struct curl_sockaddr *address);
 /// it dead (end of input) when it next considers reusing it, and a send on it fails. The
 /// descriptor stays open: libcurl closes it, so its number cannot be reused under libcurl.
 void courier_socket_retire(int fd);
-
-/// Whether a cookie for `domain` may be set by `host`, by the public suffix list libcurl uses
-/// (libpsl, loaded at run time from the library libcurl links): 1 yes, 0 no (the domain is a
-/// public suffix, or not the host or a parent of it), -1 when libpsl cannot be loaded.
-int courier_cookie_domain_acceptable(const char *host, const char *domain);
-
-/// Whether `domain` is a public suffix (`com`, `co.uk`, `github.io`): 1 yes, 0 no, -1 when
-/// libpsl cannot be loaded.
-int courier_is_public_suffix(const char *domain);
 
 /// `epoll_create1(EPOLL_CLOEXEC)`.
 int courier_epoll_create(void);
@@ -244,9 +221,6 @@ void courier_wakeup_signal(int fd);
 /// Drains the wakeup fd.
 void courier_wakeup_drain(int fd);
 
-/// Monotonic clock in nanoseconds.
-uint64_t courier_monotonic_nanoseconds(void);
-
 /// Names the calling thread (shown by `top -H`, `perf` and debuggers); at most 15 bytes.
 void courier_set_thread_name(const char *name);
 
@@ -255,24 +229,6 @@ void courier_engine_thread_enter(const void *owner);
 
 /// The engine whose thread calls, or NULL.
 const void *courier_engine_thread_owner(void);
-
-// MARK: - Copies
-
-/// The distances (destination minus source, modulo 4096) at which one large `memcpy` is slow
-/// on CPUs with fast short `rep movsb` (FSRM; measured on AMD EPYC with glibc 2.36: 15 to 20
-/// times slower for a 256 KiB copy). The kernel's copies to and from user space use the same
-/// instruction, so file reads are placed with this in mind too (`courier_copy_distance`).
-static const size_t courier_slow_copy_distance_limit = 64;
-
-/// `(destination - source) mod 4096`: the distance that decides whether a large copy between
-/// the two addresses is slow (below `courier_slow_copy_distance_limit`, but not 0).
-static inline size_t courier_copy_distance(const void *destination, const void *source) {
-    return ((uintptr_t)destination - (uintptr_t)source) & 4095;
-}
-
-/// `memcpy(destination, source, count)`, in pieces below glibc's `rep movsb` threshold when
-/// the two addresses are at a distance where one large `rep movsb` is slow.
-void courier_copy_bytes(void *destination, const void *source, size_t count);
 
 // MARK: - Initialisation and libcurl's allocator
 

@@ -1,4 +1,4 @@
-import CCurlShim
+import CCourierSystem
 @_spi(CourierInternals) import CourierCore
 import CourierEngine
 import CourierPipeline

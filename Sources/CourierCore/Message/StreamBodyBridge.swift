@@ -1,4 +1,4 @@
-import CCurlShim
+import CCourierSystem
 import Foundation
 
 /// Hands the bytes of an `AsyncSequence` to the engine with backpressure: a Swift task pulls

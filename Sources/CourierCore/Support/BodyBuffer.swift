@@ -1,4 +1,4 @@
-import CCurlShim
+import CCourierSystem
 import Foundation
 
 /// The response body as libcurl's write callback delivers it: one growing malloc'd buffer,

@@ -1,0 +1,120 @@
+#define _GNU_SOURCE
+#include "CCourierSystem.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zlib.h>
+
+uint64_t courier_monotonic_nanoseconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+}
+
+/// `memcpy`, called through a volatile pointer so that the compiler cannot merge the pieces
+/// below into one large copy again.
+static void *(*volatile courier_memcpy)(void *, const void *, size_t) = memcpy;
+
+void courier_copy_bytes(void *destination, const void *source, size_t count) {
+    // glibc uses `rep movsb` from 2,113 bytes on FSRM CPUs; 2,048-byte pieces take its vector
+    // loop, which has no slow distances.
+    const size_t piece = 2048;
+    size_t distance = courier_copy_distance(destination, source);
+    if (count <= piece || distance == 0 || distance >= courier_slow_copy_distance_limit) {
+        memcpy(destination, source, count);
+        return;
+    }
+    unsigned char *to = destination;
+    const unsigned char *from = source;
+    while (count > 0) {
+        size_t n = count < piece ? count : piece;
+        courier_memcpy(to, from, n);
+        to += n;
+        from += n;
+        count -= n;
+    }
+}
+
+int courier_rename_noreplace(const char *from, const char *to) {
+    return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
+}
+
+struct courier_gzip {
+    z_stream stream;
+};
+
+courier_gzip *courier_gzip_create(int level) {
+    courier_gzip *gzip = calloc(1, sizeof *gzip);
+    if (!gzip) return NULL;
+    /* windowBits 15 + 16: a gzip wrapper instead of zlib's. */
+    if (deflateInit2(&gzip->stream, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+        free(gzip);
+        return NULL;
+    }
+    return gzip;
+}
+
+int courier_gzip_step(courier_gzip *gzip, const void *input, size_t input_length, int finish,
+                      void *output, size_t output_capacity, size_t *consumed, size_t *produced) {
+    gzip->stream.next_in = (Bytef *)input;
+    gzip->stream.avail_in = (uInt)input_length;
+    gzip->stream.next_out = (Bytef *)output;
+    gzip->stream.avail_out = (uInt)output_capacity;
+    int result = deflate(&gzip->stream, finish ? Z_FINISH : Z_NO_FLUSH);
+    *consumed = input_length - gzip->stream.avail_in;
+    *produced = output_capacity - gzip->stream.avail_out;
+    if (result == Z_STREAM_END) return 1;
+    if (result == Z_OK || result == Z_BUF_ERROR) return 0;
+    return -1;
+}
+
+void courier_gzip_free(courier_gzip *gzip) {
+    if (!gzip) return;
+    deflateEnd(&gzip->stream);
+    free(gzip);
+}
+
+// MARK: The public suffix list
+
+// libpsl is what libcurl checks response cookies against (curl_version_info's CURL_VERSION_PSL).
+// It is loaded at run time, so that building Courier needs no libpsl headers: libcurl's own
+// dependency, libpsl5, is the library loaded. The context is the list on the system
+// (psl_latest, as libcurl uses), else the one built into libpsl; made once, never freed.
+typedef struct psl_ctx_st psl_ctx_t;
+
+static struct {
+    const psl_ctx_t *context;
+    int (*acceptable)(const psl_ctx_t *, const char *, const char *);
+    int (*is_public_suffix)(const psl_ctx_t *, const char *);
+} courier_psl;
+static pthread_once_t courier_psl_once = PTHREAD_ONCE_INIT;
+
+static void courier_psl_load(void) {
+    void *library = dlopen("libpsl.so.5", RTLD_NOW | RTLD_LOCAL);
+    if (!library) return;
+    psl_ctx_t *(*latest)(const char *) = (psl_ctx_t * (*)(const char *)) dlsym(library, "psl_latest");
+    const psl_ctx_t *(*builtin)(void) = (const psl_ctx_t *(*)(void))dlsym(library, "psl_builtin");
+    courier_psl.acceptable =
+        (int (*)(const psl_ctx_t *, const char *, const char *))dlsym(library, "psl_is_cookie_domain_acceptable");
+    courier_psl.is_public_suffix = (int (*)(const psl_ctx_t *, const char *))dlsym(library, "psl_is_public_suffix");
+    const psl_ctx_t *context = latest ? latest(NULL) : NULL;
+    if (!context && builtin) context = builtin();
+    if (courier_psl.acceptable && courier_psl.is_public_suffix) courier_psl.context = context;
+}
+
+int courier_cookie_domain_acceptable(const char *host, const char *domain) {
+    pthread_once(&courier_psl_once, courier_psl_load);
+    if (!courier_psl.context) return -1;
+    return courier_psl.acceptable(courier_psl.context, host, domain) ? 1 : 0;
+}
+
+int courier_is_public_suffix(const char *domain) {
+    pthread_once(&courier_psl_once, courier_psl_load);
+    if (!courier_psl.context) return -1;
+    return courier_psl.is_public_suffix(courier_psl.context, domain) ? 1 : 0;
+}
