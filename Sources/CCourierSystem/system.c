@@ -2,6 +2,8 @@
 #include "CCourierSystem.h"
 
 #include <dlfcn.h>
+#include <sched.h>
+#include <unistd.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -14,6 +16,17 @@ uint64_t courier_monotonic_nanoseconds(void) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+}
+
+int courier_available_processors(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int count = CPU_COUNT(&set);
+        if (count > 0) return count;
+    }
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 ? (int)online : 1;
 }
 
 /// `memcpy`, called through a volatile pointer so that the compiler cannot merge the pieces

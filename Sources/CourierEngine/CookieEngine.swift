@@ -5,10 +5,11 @@ import CourierTransport
 import Foundation
 import Logging
 
-/// libcurl's cookie engine for one session: a share handle (`CURL_LOCK_DATA_COOKIE`) that every
-/// easy handle of the session attaches to, and a utility easy handle for reading and changing
-/// the cookies. Engine thread only, apart from the lock callbacks (pthread mutexes, as
-/// `curl_share_setopt(3)` asks, though every user is on the engine thread today).
+/// libcurl's cookie engine for one session: a share handle (`CURL_LOCK_DATA_COOKIE`, with TLS
+/// sessions and DNS answers) that the easy handles of the session's transfers that handle
+/// cookies attach to, on whichever engine they run, and a utility easy handle for reading and
+/// changing the cookies. libcurl takes the share's locks (a pthread mutex per kind of data);
+/// `gate` makes each use of the utility handle, from any thread, one at a time.
 ///
 /// A default session keeps cookies that have an expiry in `cookies.txt` under its storage
 /// directory (the Netscape format libcurl reads), rewritten atomically whenever responses or
@@ -16,16 +17,19 @@ import Logging
 /// it is read line by line, and a line that is not a well-formed cookie (seven tab-separated
 /// fields, a numeric expiry, a host name for the domain, a path starting with `/`, no control
 /// characters, nothing a `Cookie` header could not carry) is dropped, and the count logged.
-package final class CookieEngine {
+package final class CookieEngine: @unchecked Sendable {
     let share: UnsafeMutableRawPointer
     private let utility: UnsafeMutableRawPointer
-    private let locks: UnsafeMutablePointer<pthread_mutex_t>
+    private let locks = ShareLocks()
+    /// Held by every method that uses `utility` (recursive: `persist` reads `all`), and by
+    /// `close`, which waits for them.
+    private let gate = NSRecursiveLock()
+    /// Closed: the handles are gone, and every method does nothing (guarded by `gate`).
+    private var closed = false
     private let jar: URL?
     /// The jar's text as this engine last wrote (or read) it.
     private var lastWritten: String?
     private let policy: CookieAcceptPolicy
-
-    static let lockCount = Int(CURL_LOCK_DATA_LAST.rawValue)
 
     private let logger: Logger?
 
@@ -33,16 +37,13 @@ package final class CookieEngine {
         self.jar = jar
         self.logger = logger
         self.policy = policy
-        locks = .allocate(capacity: Self.lockCount)
-        for index in 0..<Self.lockCount { pthread_mutex_init(locks + index, nil) }
         share = curl_share_init()!
-        courier_share_setopt_pointer(share, CURLSHOPT_USERDATA, locks)
-        courier_share_setopt_lock_function(share, cookieLockCallback)
-        courier_share_setopt_unlock_function(share, cookieUnlockCallback)
+        locks.install(on: share)
         courier_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_COOKIE.rawValue))
-        // An easy handle has one share: the TLS session cache of the transfers that handle
-        // cookies is this one's (see `CurlEngine.tlsSessions`).
+        // An easy handle has one share: the TLS session cache and DNS cache of the transfers
+        // that handle cookies are this one's (see `SessionShares.connections`).
         courier_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_SSL_SESSION.rawValue))
+        courier_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_DNS.rawValue))
         utility = curl_easy_init()!
         courier_easy_setopt_share(utility, share)
         courier_easy_setopt_string(utility, CURLOPT_COOKIEFILE, "")
@@ -53,10 +54,12 @@ package final class CookieEngine {
     /// written when it happened; writing again here could replace a newer jar that another
     /// session wrote since.
     func close() {
-        curl_easy_cleanup(utility)
-        curl_share_cleanup(share)
-        for index in 0..<Self.lockCount { pthread_mutex_destroy(locks + index) }
-        locks.deallocate()
+        gate.withLock {
+            closed = true
+            curl_easy_cleanup(utility)
+            curl_share_cleanup(share)
+            locks.release()
+        }
     }
 
     /// Turns cookie handling on for a transfer's easy handle.
@@ -68,6 +71,9 @@ package final class CookieEngine {
     // MARK: Reading and changing
 
     package var all: [Cookie] {
+        gate.lock()
+        defer { gate.unlock() }
+        guard !closed else { return [] }
         var list: UnsafeMutablePointer<curl_slist>?
         guard courier_easy_getinfo_slist(utility, CURLINFO_COOKIELIST, &list) == CURLE_OK else { return [] }
         defer { curl_slist_free_all(list) }
@@ -96,7 +102,10 @@ package final class CookieEngine {
     }
 
     private func store(_ cookie: Cookie) {
-        courier_easy_setopt_string(utility, CURLOPT_COOKIELIST, cookie.netscapeLine)
+        gate.withLock {
+            guard !closed else { return }
+            courier_easy_setopt_string(utility, CURLOPT_COOKIELIST, cookie.netscapeLine)
+        }
     }
 
     /// Whether the cookie-file line libcurl is given for `cookie` reads back as one cookie:
@@ -126,7 +135,10 @@ package final class CookieEngine {
     }
 
     package func removeAll() {
-        courier_easy_setopt_string(utility, CURLOPT_COOKIELIST, "ALL")
+        gate.withLock {
+            guard !closed else { return }
+            courier_easy_setopt_string(utility, CURLOPT_COOKIELIST, "ALL")
+        }
     }
 
     // MARK: After a response
@@ -136,6 +148,8 @@ package final class CookieEngine {
     /// policy refuses are taken out again.
     func responseSetCookies(_ values: [String], from url: URL) {
         guard !values.isEmpty else { return }
+        gate.lock()
+        defer { gate.unlock() }
         if policy != .always {
             let host = HostName.of(url) ?? ""
             for value in values {
@@ -201,11 +215,14 @@ package final class CookieEngine {
     }
 
     /// Writes the persistent cookies when they changed since the last write: to a temporary
-    /// file, renamed over the jar. On the engine thread, so that a response's cookies are on
-    /// disk before its caller hears of it (a program may exit right after); a page-cache write
-    /// of a few kilobytes, and only when persistent cookies changed.
+    /// file, renamed over the jar. On the engine thread that finished the response, so that a
+    /// response's cookies are on disk before its caller hears of it (a program may exit right
+    /// after); a page-cache write of a few kilobytes, and only when persistent cookies changed.
     package func persist() {
         guard let jar else { return }
+        gate.lock()
+        defer { gate.unlock() }
+        guard !closed else { return }
         let lines = all.filter { !$0.isSessionCookie }.map(\.netscapeLine)
         let text = "# Netscape HTTP Cookie File, written by Courier\n" + lines.map { $0 + "\n" }.joined()
         guard text != lastWritten else { return }
@@ -218,12 +235,3 @@ package final class CookieEngine {
     }
 }
 
-private let cookieLockCallback: curl_lock_function = { _, data, _, userdata in
-    let locks = userdata!.assumingMemoryBound(to: pthread_mutex_t.self)
-    pthread_mutex_lock(locks + Int(data.rawValue))
-}
-
-private let cookieUnlockCallback: curl_unlock_function = { _, data, userdata in
-    let locks = userdata!.assumingMemoryBound(to: pthread_mutex_t.self)
-    pthread_mutex_unlock(locks + Int(data.rawValue))
-}

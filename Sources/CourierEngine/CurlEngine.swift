@@ -5,6 +5,7 @@ import CourierTransport
 import Foundation
 import HTTPTypes
 import Logging
+import Synchronization
 
 /// Runs one curl multi handle on a thread of its own.
 ///
@@ -30,6 +31,9 @@ package final class CurlEngine: @unchecked Sendable {
         /// Runs on the engine thread (cookie store operations).
         case run(@Sendable (CurlEngine) -> Void)
         case add(Transfer)
+        /// A transfer that waited for a place under the session's limit on transfers at once,
+        /// and holds one now (see `AdmissionQueue`).
+        case addAdmitted(Transfer)
         /// Cancelled by the caller: take it off the multi handle.
         case remove(Transfer)
         /// `suspend()` or `resume()`: pause or unpause as the transfer's state machine says now,
@@ -122,43 +126,41 @@ package final class CurlEngine: @unchecked Sendable {
     @EngineConfined private var timerDeadline: UInt64?
     /// The commands taken from the inbox this turn (see `takeCommands`).
     @EngineConfined private var taken: [Command] = []
-    /// Transfers waiting for a place under `maximumConcurrentTransfers`, in arrival order.
-    @EngineConfined private var waiting: [Transfer] = []
-    @EngineConfined private var waitingStart = 0
-    /// The session's cookie engine, when it handles cookies.
-    @EngineConfined package private(set) var cookies: CookieEngine?
-    /// The TLS session cache of the transfers that do not join the cookie share (which caches
-    /// TLS sessions too): a share handle (`CURL_LOCK_DATA_SSL_SESSION`), so that a new
-    /// connection to a host resumes the session of an earlier one, an abbreviated handshake,
-    /// whichever easy handle made that one. Without a share each easy handle keeps a cache of
-    /// its own. No lock callbacks: only this thread uses it.
-    @EngineConfined private(set) var tlsSessions: UnsafeMutableRawPointer?
+    /// What the session's engines share: cookies, TLS sessions, DNS answers, the bandwidth limit.
+    let shares: SessionShares
+    /// The session's limit on transfers at once, when it has one (shared by its engines).
+    private let admission: AdmissionQueue<Transfer>?
     /// The session-wide bandwidth limit, consulted by the callbacks.
-    @EngineConfined package private(set) var bandwidth: BandwidthBucket?
+    var sessionBandwidth: SessionBandwidth? { shares.bandwidth }
+    /// The session's cookie engine, when it handles cookies.
+    package var cookies: CookieEngine? { shares.cookies }
+    /// Transfers submitted to this engine and not yet ended (queued, waiting for a place,
+    /// running): what placement compares engines by. Changed by the caller's side when it
+    /// submits and by the engine thread when a transfer leaves.
+    private let submitted = Atomic<Int>(0)
     /// Transfers whose sinks hold bytes back until the end of this turn of the loop.
     @EngineConfined private var flushes: [Transfer] = []
     /// Transfers paused by the bandwidth limit, and when they may go on.
-    @EngineConfined private var throttled: [(deadline: UInt64, transfer: Transfer)] = []
-    /// libcurl's parse of the URLs requested lately, by their text (see `parsedURL(for:)`).
-    @EngineConfined private var parsedURLs: [String: ParsedURL] = [:]
-    @EngineConfined private var lastParsedURL: (url: String, parsed: ParsedURL)?
+    @EngineConfined private var throttled = ThrottleSchedule<Transfer>()
+    /// libcurl's parse of the URLs requested lately.
+    @EngineConfined private var parsedURLs = ParsedURLCache()
     /// Results published during this turn of the loop, for their waiters (see `deliver`).
     @EngineConfined private var deliveries: [Delivery] = []
-    /// `curl_slist`s of session-wide string options (`CURLOPT_RESOLVE`, `CURLOPT_CONNECT_TO`),
-    /// built once per distinct list and kept while the engine lives.
-    @EngineConfined private var stringLists: [[String]: HeaderList] = [:]
+    /// libcurl's lists of the session's address overrides.
+    @EngineConfined private var overrideLists = AddressOverrideLists()
 
-    /// The `curl_slist` for `lines`, built on first use.
-    func stringList(_ lines: [String]) -> HeaderList {
-        if let list = stringLists[lines] { return list }
-        let list = HeaderList(lines: lines)
-        stringLists[lines] = list
-        return list
+    /// The `CURLOPT_RESOLVE` and `CURLOPT_CONNECT_TO` lists for `overrides`. Engine thread.
+    func overrideLines(_ overrides: [AddressOverride]) -> AddressOverrideLists.Lists {
+        overrideLists.lists(for: overrides)
     }
 
-    package init(limits: Limits, name: String = "courier-engine") {
+    /// An engine of a session: `limits` are this engine's share of the session's (see
+    /// `EnginePlacement`), `shares` and `admission` are the session's.
+    init(limits: Limits, shares: SessionShares, admission: AdmissionQueue<Transfer>?, name: String) {
         _ = CurlRuntime.initialized
         self.limits = limits
+        self.shares = shares
+        self.admission = admission
         epollFD = courier_epoll_create()
         precondition(epollFD >= 0, "epoll_create1 failed: errno \(errno)")
         wakeFD = courier_wakeup_create(epollFD)
@@ -171,6 +173,28 @@ package final class CurlEngine: @unchecked Sendable {
         }
         thread.stackSize = 1 << 20
         thread.start()
+    }
+
+    /// An engine on its own: a session of one engine (tests).
+    package convenience init(limits: Limits, name: String = "courier-engine") {
+        let shares = SessionShares(
+            engineCount: 1, cookies: limits.cookies, maximumBytesPerSecond: limits.maximumBytesPerSecond)
+        let admission = limits.maximumConcurrentTransfers > 0 ? AdmissionQueue<Transfer>(limit: limits.maximumConcurrentTransfers) : nil
+        self.init(limits: limits, shares: shares, admission: admission, name: name)
+    }
+
+    /// Transfers submitted to this engine and not yet ended: its load, for placement.
+    var load: Int { submitted.load(ordering: .relaxed) }
+
+    /// Submits `transfer` to be added (its start, or its resume after a suspension before it
+    /// ran), counting it in the load; false once the engine is shutting down.
+    func submitAdd(_ transfer: Transfer) -> Bool {
+        submitted.add(1, ordering: .relaxed)
+        guard submit(.add(transfer)) else {
+            submitted.subtract(1, ordering: .relaxed)
+            return false
+        }
+        return true
     }
 
     /// Queues a command for the engine thread. Returns false once the engine is shutting down.
@@ -217,14 +241,6 @@ package final class CurlEngine: @unchecked Sendable {
         // handle) shrinks whenever transfers finish, closing keep-alive connections that the
         // next requests then open again; size it from the connection limits instead.
         courier_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, limits.idleConnectionCacheSize)
-
-        if let rate = limits.maximumBytesPerSecond { bandwidth = BandwidthBucket(bytesPerSecond: rate) }
-        if let settings = limits.cookies {
-            cookies = CookieEngine(jar: settings.jar, policy: settings.policy, logger: settings.logger)
-        }
-        let tlsSessions = curl_share_init()!
-        courier_share_setopt_long(tlsSessions, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_SSL_SESSION.rawValue))
-        self.tlsSessions = tlsSessions
 
         let capacity = 256
         let events = UnsafeMutablePointer<courier_event>.allocate(capacity: capacity)
@@ -304,7 +320,7 @@ package final class CurlEngine: @unchecked Sendable {
     /// there is neither.
     private func pollTimeout() -> Int32 {
         var earliest = timerDeadline
-        for entry in throttled where entry.deadline < earliest ?? .max { earliest = entry.deadline }
+        if let throttle = throttled.earliestDeadline, throttle < earliest ?? .max { earliest = throttle }
         guard let deadline = earliest else { return -1 }
         let now = courier_monotonic_nanoseconds()
         guard deadline > now else { return 0 }
@@ -326,6 +342,7 @@ package final class CurlEngine: @unchecked Sendable {
         switch command {
         case .run(let work): work(self)
         case .add(let transfer): add(transfer)
+        case .addAdmitted(let transfer): add(transfer, admitted: true)
         case .remove(let transfer): detach(transfer)
         case .applySuspension(let transfer):
             transfer.pause.suspended = transfer.isSuspendedWhileRunning
@@ -340,7 +357,7 @@ package final class CurlEngine: @unchecked Sendable {
             transfer.bandwidth = rate.map(BandwidthBucket.init(bytesPerSecond:))
             if rate == nil {
                 // No limit any more: a pause the transfer's own bucket caused ends now.
-                throttled.removeAll { $0.transfer === transfer }
+                throttled.remove(transfer)
                 transfer.pause.receiveThrottled = false
                 transfer.pause.sendThrottled = false
                 applyPause(transfer)
@@ -358,22 +375,10 @@ package final class CurlEngine: @unchecked Sendable {
         curl_easy_pause(easy, mask)
     }
 
-    /// libcurl's parse of `url`, made once and shared by every transfer to it while it is in the
-    /// cache (the 256 URLs requested last, roughly); nil when libcurl does not accept the URL.
-    /// Engine thread.
+    /// libcurl's parse of `url` (see `ParsedURLCache`); nil when libcurl does not accept the
+    /// URL. Engine thread.
     func parsedURL(for url: String) -> ParsedURL? {
-        // The same URL as the last request (an API client's common case): compared, not hashed.
-        if let last = lastParsedURL, last.url == url { return last.parsed }
-        if let parsed = parsedURLs[url] {
-            lastParsedURL = (url, parsed)
-            return parsed
-        }
-        guard let parsed = ParsedURL(url) else { return nil }
-        // Transfers hold the parses they use, so emptying the cache frees none in use.
-        if parsedURLs.count >= 256 { parsedURLs.removeAll(keepingCapacity: true) }
-        parsedURLs[url] = parsed
-        lastParsedURL = (url, parsed)
-        return parsed
+        parsedURLs.parsed(url)
     }
 
     /// Flushes `transfer`'s sink at the end of this turn. Engine thread.
@@ -392,28 +397,29 @@ package final class CurlEngine: @unchecked Sendable {
 
     /// The bandwidth limit paused `transfer`: let it go on at `deadline`. Engine thread.
     func wake(_ transfer: Transfer, at deadline: UInt64) {
-        throttled.append((deadline, transfer))
+        throttled.wake(transfer, at: deadline)
     }
 
     private func releaseThrottled() {
-        let now = courier_monotonic_nanoseconds()
-        let due = throttled.filter { $0.deadline <= now }
-        guard !due.isEmpty else { return }
-        throttled.removeAll { $0.deadline <= now }
-        for entry in due {
-            entry.transfer.pause.receiveThrottled = false
-            entry.transfer.pause.sendThrottled = false
-            applyPause(entry.transfer)
+        for transfer in throttled.takeDue(now: courier_monotonic_nanoseconds()) {
+            transfer.pause.receiveThrottled = false
+            transfer.pause.sendThrottled = false
+            applyPause(transfer)
         }
     }
 
-    private func add(_ transfer: Transfer) {
+    /// Puts a transfer on the multi handle, when the session's limit on transfers at once has
+    /// a place for it (`admitted`: it was given one already); otherwise it waits in the
+    /// session's `AdmissionQueue`.
+    private func add(_ transfer: Transfer, admitted: Bool = false) {
         EngineThread.check(self, "CurlEngine.add")
-        if limits.maximumConcurrentTransfers > 0, active.count >= limits.maximumConcurrentTransfers {
-            waiting.append(transfer)  // its turn comes in `detach`
+        if !admitted, let admission, !admission.admit(transfer) { return }
+        guard transfer.engineWillAdd() == .add else {
+            // Cancelled, or suspended before it ran (a resume submits it again).
+            submitted.subtract(1, ordering: .relaxed)
+            releasePlace()
             return
         }
-        guard transfer.engineWillAdd() == .add else { return }
         let easy = handles.take(for: transfer)
         transfer.easy = easy
         transfer.beginHop()
@@ -451,19 +457,20 @@ package final class CurlEngine: @unchecked Sendable {
             last.activeIndex = index
         }
         transfer.activeIndex = -1
-        throttled.removeAll { $0.transfer === transfer }
+        throttled.remove(transfer)
         _ = transfer.endSink(outcome)
         handles.giveBack(easy, after: transfer)
-        while waitingStart < waiting.count, limits.maximumConcurrentTransfers > 0,
-            active.count < limits.maximumConcurrentTransfers
-        {
-            let next = waiting[waitingStart]
-            waitingStart += 1
-            add(next)
-        }
-        if waitingStart > 64, waitingStart * 2 > waiting.count {
-            waiting.removeFirst(waitingStart)
-            waitingStart = 0
+        submitted.subtract(1, ordering: .relaxed)
+        releasePlace()
+    }
+
+    /// A transfer that held a place under the session's limit on transfers at once let it go:
+    /// the next waiting transfer, on whichever engine, takes it.
+    private func releasePlace() {
+        guard let admission else { return }
+        while let next = admission.release() {
+            if next.engine.submit(.addAdmitted(next)) { return }
+            next.cancel()  // its engine is shutting down; the place goes on to the next
         }
     }
 
@@ -520,27 +527,22 @@ package final class CurlEngine: @unchecked Sendable {
             transfer.cancel()
             detach(transfer)
         }
-        // Commands that arrived after the last pass, and transfers still waiting: cancelled.
+        // Commands that arrived after the last pass: cancelled. (Transfers waiting for a place
+        // are the session's: `EngineGroup.shutdown` cancels them.)
         _ = takeCommands()
         for command in taken {
             switch command {
-            case .add(let transfer): transfer.cancel()
+            case .add(let transfer), .addAdmitted(let transfer): transfer.cancel()
             case .run(let work): work(self)  // answers its caller (the engine still exists)
             default: break
             }
         }
-        for transfer in waiting[waitingStart...] { transfer.cancel() }
-        waiting.removeAll()
         handles.removeAll()
         parsedURLs.removeAll()
-        lastParsedURL = nil
         // Socket callbacks can still fire in here; `self` is alive (this thread holds it).
         curl_multi_cleanup(multi)
         multi = nil
-        cookies?.close()  // every easy handle has left the shares by now
-        cookies = nil
-        if let tlsSessions { curl_share_cleanup(tlsSessions) }
-        tlsSessions = nil
+        shares.engineEnded()  // every easy handle of this engine has left the shares
         inbox.withLock { inbox in
             close(inbox.wakeFD)
             inbox.wakeFD = -1

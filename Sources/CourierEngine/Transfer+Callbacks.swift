@@ -154,19 +154,19 @@ extension Transfer {
     /// either is empty, takes nothing and asks the engine to unpause at the later ready time.
     @inline(__always)
     private func admit(_ count: Int) -> Bool {
-        guard engine.bandwidth != nil || bandwidth != nil else { return true }
+        guard engine.sessionBandwidth != nil || bandwidth != nil else { return true }
         return admitThrottled(count)
     }
 
     private func admitThrottled(_ count: Int) -> Bool {
-        let session = engine.bandwidth
-        if let session, !session.take(count) {
-            engine.wake(self, at: max(session.readyTime, bandwidth?.readyTime ?? 0))
+        let session = engine.sessionBandwidth
+        if let session, let ready = session.take(count) {
+            engine.wake(self, at: max(ready, bandwidth?.readyTime() ?? 0))
             return false
         }
-        if let bandwidth, !bandwidth.take(count) {
+        if bandwidth != nil, bandwidth?.take(count) == false {
             session?.refund(count)
-            engine.wake(self, at: bandwidth.readyTime)
+            engine.wake(self, at: bandwidth?.readyTime() ?? 0)
             return false
         }
         return true
@@ -174,7 +174,7 @@ extension Transfer {
 
     private func refund(_ count: Int) {
         guard count > 0 else { return }
-        engine.bandwidth?.refund(count)
+        engine.sessionBandwidth?.refund(count)
         bandwidth?.refund(count)
     }
 }

@@ -95,17 +95,16 @@ extension Transfer {
         if options.handlesCookies, let cookies = engine.cookies {
             cookies.attach(easy)
         } else {
-            courier_easy_setopt_share(easy, engine.tlsSessions)
+            courier_easy_setopt_share(easy, engine.shares.connections)
         }
         courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, options.verifiesTLS ? 1 : 0)
         courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, options.verifiesTLS ? 2 : 0)
         configureTLS(easy, options)
         if let path = options.unixSocketPath { courier_easy_setopt_string(easy, CURLOPT_UNIX_SOCKET_PATH, path) }
-        if !options.resolveLines.isEmpty {
-            courier_easy_setopt_slist(easy, CURLOPT_RESOLVE, engine.stringList(options.resolveLines).list)
-        }
-        if !options.connectLines.isEmpty {
-            courier_easy_setopt_slist(easy, CURLOPT_CONNECT_TO, engine.stringList(options.connectLines).list)
+        if !options.addressOverrides.isEmpty {
+            let lines = engine.overrideLines(options.addressOverrides)
+            if let resolve = lines.resolve { courier_easy_setopt_slist(easy, CURLOPT_RESOLVE, resolve.list) }
+            if let connect = lines.connect { courier_easy_setopt_slist(easy, CURLOPT_CONNECT_TO, connect.list) }
         }
         if let proxy = options.proxy {
             courier_easy_setopt_string(easy, CURLOPT_PROXY, proxy)
@@ -150,7 +149,7 @@ extension Transfer {
     func configurePins(_ easy: UnsafeMutableRawPointer, _ request: TransferRequest) {
         guard !request.options.pins.isEmpty else { return }
         if let host = HostName.of(request.url), let pins = request.options.pins[host] {
-            courier_easy_setopt_string(easy, CURLOPT_PINNEDPUBLICKEY, pins)
+            courier_easy_setopt_string(easy, CURLOPT_PINNEDPUBLICKEY, pins.joined(separator: ";"))
         } else {
             courier_easy_setopt_pointer(easy, CURLOPT_PINNEDPUBLICKEY, nil)
         }

@@ -121,7 +121,7 @@ final class Transfer: @unchecked Sendable {
     }
 
     private func enqueue() {
-        if !engine.submit(.add(self)) {
+        if !engine.submitAdd(self) {
             cancel()  // the session is shutting down
         }
     }

@@ -73,12 +73,12 @@ public struct ClientIdentity: Sendable, Hashable {
 /// `--resolve` and `--connect-to`. The host matches however a request spells it (case, a
 /// trailing dot, an IDNA name in Unicode or `xn--` form).
 public struct AddressOverride: Sendable, Hashable {
-    enum Kind: Sendable, Hashable {
+    package enum Kind: Sendable, Hashable {
         case resolve(host: String, port: Int, address: String)
         case connect(host: String, port: Int, toHost: String, toPort: Int)
     }
 
-    let kind: Kind
+    package let kind: Kind
 
     /// Requests to `host`:`port` connect to the IP `address` (same port); TLS still checks the
     /// certificate against `host`.
@@ -94,22 +94,6 @@ public struct AddressOverride: Sendable, Hashable {
         -> AddressOverride
     {
         AddressOverride(kind: .connect(host: host, port: port, toHost: otherHost, toPort: otherPort))
-    }
-
-    /// The line libcurl takes for `CURLOPT_RESOLVE`, if this is a resolve override. The host
-    /// is normalized, as in every URL the engine is handed.
-    package var resolveLine: String? {
-        guard case .resolve(let host, let port, let address) = kind else { return nil }
-        // An IPv6 address goes in brackets.
-        let written = address.contains(":") && !address.hasPrefix("[") ? "[\(address)]" : address
-        return "\(HostName.normalized(host)):\(port):\(written)"
-    }
-
-    /// The line libcurl takes for `CURLOPT_CONNECT_TO`, if this is a connect override.
-    package var connectLine: String? {
-        guard case .connect(let host, let port, let toHost, let toPort) = kind else { return nil }
-        let written = toHost.contains(":") && !toHost.hasPrefix("[") ? "[\(toHost)]" : toHost
-        return "\(HostName.normalized(host)):\(port):\(written):\(toPort)"
     }
 
     /// Whether the override names hosts without spaces or commas (which would make

@@ -154,16 +154,14 @@ package struct TransferOptions: Sendable, Equatable {
     /// The oldest and newest TLS versions allowed; nil: libcurl's (and OpenSSL's) choice.
     package var tlsMinimum: TLSVersion?
     package var tlsMaximum: TLSVersion?
-    /// Public-key pins by lower-case host, each in `CURLOPT_PINNEDPUBLICKEY` form
-    /// (`sha256//<base64>;sha256//<base64>`).
-    package var pins: [String: String] = [:]
+    /// Public-key pins (`sha256//<base64>` each) by host, normalized (`HostName`).
+    package var pins: [String: [String]] = [:]
     /// The certificate and key presented to servers that ask.
     package var clientIdentity: ClientIdentity?
     /// Connect to this Unix-domain socket instead of the URL's host and port.
     package var unixSocketPath: String?
-    /// `CURLOPT_RESOLVE` and `CURLOPT_CONNECT_TO` lines.
-    package var resolveLines: [String] = []
-    package var connectLines: [String] = []
+    /// Where requests for some hosts and ports connect instead of where DNS says.
+    package var addressOverrides: [AddressOverride] = []
     /// Send stored cookies and keep the ones the response sets.
     package var handlesCookies = true
     /// The proxy (`CURLOPT_PROXY`); nil leaves the choice to libcurl's environment variables.

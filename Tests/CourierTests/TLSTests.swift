@@ -382,9 +382,10 @@ import Testing
         withExtendedLifetime(body) {}
     }
 
+    /// One engine: its requests to an HTTP/2 origin share its one connection.
     @Test func aHundredConcurrentRequestsOverHTTP2ShareOneConnection() async throws {
         let servers = try await TestServers.tls()
-        let api = Self.trusting(servers)
+        let api = Self.trusting(servers) { $0.engineCount = 1 }
         let marker = "h2-\(UUID().uuidString.prefix(8))"
         let url = Self.hello(servers, "valid").absoluteString + "?\(marker)"
         let responses = try await withThrowingTaskGroup(of: DataResponse<String>.self) { group in
@@ -437,13 +438,15 @@ import Testing
     }
 
     /// By default the server's stream limit counts (nginx: 128), not libcurl's default of 100:
-    /// 120 requests at once share one connection.
+    /// 120 requests at once on one engine share one connection.
     @Test func theServersStreamLimitCountsByDefault() async throws {
         let servers = try await TestServers.tls()
-        let connections = try await Self.concurrentHTTP2Connections(Self.trusting(servers), servers, count: 120)
+        let oneEngine = { (configuration: inout HTTPSessionConfiguration) in configuration.engineCount = 1 }
+        let connections = try await Self.concurrentHTTP2Connections(
+            Self.trusting(servers, oneEngine), servers, count: 120)
         #expect(connections == 1)
         // Over the server's limit, requests move to another connection; none is refused.
-        let more = try await Self.concurrentHTTP2Connections(Self.trusting(servers), servers, count: 200)
+        let more = try await Self.concurrentHTTP2Connections(Self.trusting(servers, oneEngine), servers, count: 200)
         #expect(more >= 2)
     }
 
@@ -451,7 +454,10 @@ import Testing
     /// with 10 streams per connection need at least 3 connections (and at most the 6 per host).
     @Test func maximumStreamsPerConnectionSpreadsRequestsOverConnections() async throws {
         let servers = try await TestServers.tls()
-        let api = Self.trusting(servers) { $0.maximumStreamsPerConnection = 10 }
+        let api = Self.trusting(servers) {
+            $0.maximumStreamsPerConnection = 10
+            $0.engineCount = 1
+        }
         let connections = try await Self.concurrentHTTP2Connections(api, servers, count: 30)
         #expect((3...6).contains(connections))
     }

@@ -12,6 +12,9 @@
 /// Monotonic clock in nanoseconds.
 uint64_t courier_monotonic_nanoseconds(void);
 
+/// The processors this process may run on (`sched_getaffinity`), at least 1.
+int courier_available_processors(void);
+
 /// `renameat2(RENAME_NOREPLACE)`: moves `from` to `to` unless `to` exists. 0 or -1 (errno).
 int courier_rename_noreplace(const char *from, const char *to);
 

@@ -1,3 +1,4 @@
+import CCourierSystem
 @_spi(CourierInternals) import CourierCore
 import CourierEngine
 import CourierPipeline
@@ -55,6 +56,21 @@ public struct HTTPSessionConfiguration: Sendable {
     public var maximumStreamsPerConnection = 1000
     /// Connections open at once in total; 0 for no limit. Default 0.
     public var maximumConnections = 0
+    /// The engines that run the session's transfers. Each is a libcurl multi handle on a
+    /// thread of its own, with its own connections; a request runs on one of them, as a rule the
+    /// one that already holds its origin's connections, or a less busy one its origin may use.
+    /// More engines spread TLS handshakes, encryption and each request's engine work over more
+    /// cores, at the cost of a thread and a connection pool apiece (an HTTP/2 origin gets one
+    /// connection per engine it uses). The connection limits above stay the session's: they
+    /// are divided among the engines. Default ``defaultEngineCount``; values below 1 count as
+    /// 1 and above 64 as 64. A background session always runs one.
+    ///
+    /// Keep the default for a client that talks to many hosts or does much TLS; 1 for a small
+    /// tool, where one thread is plenty and one pool reuses connections best.
+    public var engineCount = HTTPSessionConfiguration.defaultEngineCount
+    /// The processors this process may run on (`sched_getaffinity`, so a container's or
+    /// `taskset`'s limit counts), at most 8: the default ``engineCount``.
+    public static let defaultEngineCount = min(Int(courier_available_processors()), 8)
     /// Tasks running at once; further ones wait their turn (first come, first served). nil for
     /// no limit. Default nil.
     public var maximumConcurrentTasks: Int?
@@ -227,11 +243,10 @@ public struct HTTPSessionConfiguration: Sendable {
         options.trustsSystemCAs = tls.trustsSystemCertificates
         options.tlsMinimum = tls.minimumVersion
         options.tlsMaximum = tls.maximumVersion
-        options.pins = tls.curlPins
+        options.pins = tls.normalizedPins
         options.clientIdentity = tls.clientIdentity
         options.unixSocketPath = unixSocketPath
-        options.resolveLines = addressOverrides.compactMap(\.resolveLine)
-        options.connectLines = addressOverrides.compactMap(\.connectLine)
+        options.addressOverrides = addressOverrides
         options.handlesCookies = handlesCookies
         options.proxy = proxy?.absoluteString
         return options

@@ -134,9 +134,12 @@ open class HTTPSessionManager {
         } else {
             self.background = nil
         }
+        var engines = min(max(configuration.engineCount, 1), 64)
+        if case .background = configuration.kind { engines = 1 }
         let transport: any Transport =
             configuration.transport?.base
-            ?? CurlEngine(
+            ?? EngineGroup(
+                engineCount: engines,
                 limits: .init(
                     maximumConnectionsPerHost: configuration.maximumConnectionsPerHost,
                     maximumTotalConnections: configuration.maximumConnections,

@@ -63,11 +63,9 @@ public struct TLSConfiguration: Sendable, Hashable {
         }
     }
 
-    /// The pins as `CURLOPT_PINNEDPUBLICKEY` takes them, by normalized host (lower case, no
-    /// trailing dot, IDNA names in ASCII): the form the engine looks a request's host up in.
-    var curlPins: [String: String] {
-        Dictionary(
-            pinnedPublicKeys.map { (HostName.normalized($0.key), $0.value.joined(separator: ";")) },
-            uniquingKeysWith: { first, second in first + ";" + second })
+    /// The pins by normalized host (lower case, no trailing dot, IDNA names in ASCII): the
+    /// form the engine looks a request's host up in. Two spellings of one host pool their pins.
+    var normalizedPins: [String: [String]] {
+        Dictionary(pinnedPublicKeys.map { (HostName.normalized($0.key), $0.value) }, uniquingKeysWith: +)
     }
 }

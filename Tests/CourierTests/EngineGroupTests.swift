@@ -1,0 +1,281 @@
+import Foundation
+import HTTPTypes
+import Testing
+
+@testable import Courier
+@testable import CourierEngine
+
+/// A session with several engines: where requests run, what stays session-wide (connection
+/// limits, transfers at once, cookies, HSTS), and the engine's small parts on their own.
+@Suite struct EngineGroupTests {
+    /// The engine group of `api`.
+    static func group(_ api: HTTPSessionManager) throws -> EngineGroup {
+        try #require(api.transport as? EngineGroup)
+    }
+
+    // MARK: Placement
+
+    @Test(arguments: [(6, 2, [3, 3]), (6, 4, [2, 2, 1, 1]), (2, 4, [1, 1, 1, 1]), (0, 3, [0, 0, 0])])
+    func aLimitIsDividedAmongTheEngines(limit: Int, engines: Int, shares: [Int]) {
+        #expect(EnginePlacement.shares(of: limit, engineCount: engines) == shares)
+    }
+
+    @Test func aSessionNeverHasMoreEnginesThanItsTotalConnectionLimit() {
+        #expect(EnginePlacement.engineCount(requested: 8, maximumConnections: 3) == 3)
+        #expect(EnginePlacement.engineCount(requested: 8, maximumConnections: 0) == 8)
+        #expect(EnginePlacement.engineCount(requested: 0, maximumConnections: 0) == 1)
+    }
+
+    @Test func anOriginKeepsItsHomeEngineWhileLoadsTie() {
+        let placement = EnginePlacement(engineCount: 4, maximumConnectionsPerHost: 6)
+        let origin = EnginePlacement.origin(of: "https://api.example.com:8443/v1/users?page=2")
+        #expect(String(Substring(origin)) == "https://api.example.com:8443")
+        let home = placement.engine(for: origin) { _ in 0 }
+        for _ in 0..<10 { #expect(placement.engine(for: origin) { _ in 0 } == home) }
+        // A busy home spills to the least loaded engine.
+        let spilled = placement.engine(for: origin) { $0 == home ? 5 : ($0 == (home + 2) % 4 ? 1 : 3) }
+        #expect(spilled == (home + 2) % 4)
+        // Origins spread their homes over the engines.
+        let homes = Set(
+            (0..<64).map { index in
+                placement.engine(for: EnginePlacement.origin(of: "https://host\(index).example.com/")) { _ in 0 }
+            })
+        #expect(homes == [0, 1, 2, 3])
+    }
+
+    @Test func anOriginStaysInAWindowAsWideAsItsConnectionLimit() {
+        // Four engines, two connections per host: each origin may use two engines, each
+        // holding one connection to it.
+        let placement = EnginePlacement(engineCount: 4, maximumConnectionsPerHost: 2)
+        #expect(placement.originWidth == 2)
+        for index in 0..<32 {
+            let origin = EnginePlacement.origin(of: "http://host\(index).test/")
+            let home = placement.engine(for: origin) { _ in 0 }
+            // However the others are loaded, the choice is home or the next.
+            for busy in 0..<4 {
+                let chosen = placement.engine(for: origin) { $0 == busy ? 0 : 10 }
+                #expect(chosen == home || chosen == (home + 1) % 4)
+            }
+        }
+    }
+
+    // MARK: The engine's parts
+
+    @Test func theAdmissionQueueLetsTheLimitRunAndTheRestWaitInOrder() {
+        final class Item: Sendable {
+            let name: String
+            init(_ name: String) { self.name = name }
+        }
+        let queue = AdmissionQueue<Item>(limit: 2)
+        let (a, b, c, d) = (Item("a"), Item("b"), Item("c"), Item("d"))
+        #expect(queue.admit(a) && queue.admit(b))
+        #expect(!queue.admit(c) && !queue.admit(d))
+        #expect(queue.counts == (2, 2))
+        #expect(queue.release() === c)  // a's place goes to c
+        #expect(queue.release() === d)
+        #expect(queue.release() == nil)  // nothing waits: a place is freed
+        #expect(queue.counts == (1, 0))
+        #expect(queue.admit(a))
+        #expect(!queue.admit(b))
+        #expect(queue.drain().map(\.name) == ["b"])
+        #expect(queue.counts.waiting == 0)
+    }
+
+    @Test func theThrottleScheduleReleasesWhatIsDue() {
+        final class Item {}
+        var schedule = ThrottleSchedule<Item>()
+        let (first, second, third) = (Item(), Item(), Item())
+        schedule.wake(first, at: 300)
+        schedule.wake(second, at: 100)
+        schedule.wake(third, at: 200)
+        #expect(schedule.earliestDeadline == 100)
+        #expect(schedule.takeDue(now: 50).isEmpty)
+        let due = schedule.takeDue(now: 250)
+        #expect(due.count == 2 && due[0] === second && due[1] === third)
+        schedule.remove(first)
+        #expect(schedule.isEmpty && schedule.earliestDeadline == nil)
+    }
+
+    @Test func theParsedURLCacheParsesEachURLOnce() throws {
+        var cache = ParsedURLCache(capacity: 2)
+        let first = cache.parsed("https://a.test/x")
+        let a = try #require(first)
+        #expect(cache.parsed("https://a.test/x") === a)
+        let second = cache.parsed("https://b.test/y")
+        let b = try #require(second)
+        #expect(cache.parsed("https://a.test/x") === a)
+        #expect(cache.parsed("https://b.test/y") === b)
+        _ = cache.parsed("https://c.test/z")  // over capacity: emptied, then c
+        #expect(cache.count == 1)
+        let bad = cache.parsed("http://[bad")
+        #expect(bad == nil)
+    }
+
+    @Test func addressOverridesBecomeLibcurlsLinesWithTheHostNormalized() {
+        let resolve = AddressOverride.resolve("Bücher.Test.", port: 443, to: "::1")
+        let connect = AddressOverride.connect("API.test", port: 80, to: "10.0.0.1", port: 8080)
+        #expect(AddressOverrideLists.resolveLine(resolve) == "xn--bcher-kva.test:443:[::1]")
+        #expect(AddressOverrideLists.connectLine(connect) == "api.test:80:10.0.0.1:8080")
+        #expect(AddressOverrideLists.resolveLine(connect) == nil)
+    }
+
+    // MARK: Against servers
+
+    @Test func oneRequestAtATimeReusesOneConnectionWhateverTheEngineCount() async throws {
+        let servers = try await TestServers.tls()
+        let api = TLSTests.manager { $0.engineCount = 4 }
+        let marker = "reuse-\(UUID().uuidString.prefix(8))"
+        let url = servers.url("plain").appendingPathComponent("hello.txt").absoluteString + "?\(marker)"
+        for _ in 0..<20 { #expect(try await TLSTests.text(api, URL(string: url)!) == "hello\n") }
+        let lines = try await servers.accessLogLines(containing: marker, count: 20)
+        #expect(Set(lines.map { $0.split(separator: " ")[5] }).count == 1)
+    }
+
+    /// Forty requests at once to one origin over four engines, each held by the server until
+    /// the test has looked: never more connections than the session's per-host limit, though
+    /// several engines carry them.
+    @Test(arguments: [2, 6])
+    func thePerHostLimitHoldsForTheWholeSession(limit: Int) async throws {
+        let server = try await TestServers.dedicatedFaultServer()
+        let port = try #require(server.port)
+        let api = HTTPSessionManager(
+            baseURL: server,
+            configuration: {
+                var configuration = HTTPSessionConfiguration.ephemeral
+                configuration.engineCount = 4
+                configuration.maximumConnectionsPerHost = limit
+                return configuration
+            }())
+        let group = try Self.group(api)
+        let name = "held-\(UUID().uuidString.prefix(8))"
+        let requests = Task {
+            try await withThrowingTaskGroup(of: Data.self) { tasks in
+                for index in 0..<40 {
+                    tasks.addTask {
+                        try await api.GET(
+                            "ndjson/\(name)", parameters: ["i": .int(index)], serializer: DataResponseSerializer())
+                    }
+                }
+                return try await tasks.reduce(into: []) { $0.append($1) }
+            }
+        }
+        // Until the server holds a full set of connections, and the requests sit on engines.
+        var connections = 0
+        var busyEngines = 0
+        let deadline = ContinuousClock.now + .seconds(60)
+        while (connections < limit || busyEngines < 2), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+            connections = try clientConnections(toPort: port)
+            busyEngines = group.engines.filter { $0.load > 0 }.count
+        }
+        try await Task.sleep(for: .milliseconds(200))  // time to open one too many, if it would
+        let most = max(connections, try clientConnections(toPort: port))
+        // From another session: this one's connections to the server are all taken.
+        let releaser = HTTPSessionManager(baseURL: server, configuration: .ephemeral)
+        let _: Data = try await releaser.GET("release/\(name)", serializer: DataResponseSerializer())
+        let bodies = try await requests.value
+        #expect(bodies.count == 40 && bodies.allSatisfy { $0 == Data("{\"n\": 1}\n{\"n\": 2}\n".utf8) })
+        #expect(most == limit, "\(most) connections at once")
+        #expect(busyEngines >= 2, "the requests ran on \(busyEngines) engine(s)")
+    }
+
+    /// Several engines, one HTTP/2 origin: each engine multiplexes its requests on one
+    /// connection, so a hundred requests use no more connections than there are engines.
+    @Test func http2KeepsMultiplexingOnEveryEngine() async throws {
+        let servers = try await TestServers.tls()
+        let api = TLSTests.trusting(servers) { $0.engineCount = 2 }
+        let connections = try await TLSTests.concurrentHTTP2Connections(api, servers, count: 100)
+        #expect((1...2).contains(connections))
+    }
+
+    @Test func tasksAtOnceAreLimitedAcrossTheEngines() async throws {
+        let api = try await faultManager {
+            $0.engineCount = 4
+            $0.maximumConcurrentTasks = 2
+        }
+        let group = try Self.group(api)
+        let running = Task {
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                for index in 0..<8 {
+                    tasks.addTask {
+                        _ = try await api.GET(
+                            "drip", parameters: ["n": 3, "delay": 50, "i": .int(index)],
+                            serializer: DataResponseSerializer())
+                    }
+                }
+                try await tasks.waitForAll()
+            }
+        }
+        var most = 0
+        while true {
+            let counts = group.admission?.counts ?? (running: 0, waiting: 0)
+            most = max(most, counts.running)
+            if counts.running == 0, counts.waiting == 0, most > 0 { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        try await running.value
+        #expect(most == 2)
+    }
+
+    @Test func cookiesSetOnAnyEngineGoWithRequestsOnEveryEngine() async throws {
+        let api = try await httpbinManager { $0.engineCount = 4 }
+        // Twenty responses at once, on whichever engines, each setting a cookie.
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            for index in 0..<20 {
+                tasks.addTask {
+                    let _: JSON = try await api.GET("cookies/set", parameters: ["k\(index)": .string("v\(index)")])
+                }
+            }
+            try await tasks.waitForAll()
+        }
+        #expect(await api.cookies.all().count == 20)
+        // Twenty requests at once, on whichever engines: each carries all twenty.
+        let replies = try await withThrowingTaskGroup(of: JSON.self) { tasks in
+            for _ in 0..<20 { tasks.addTask { try await api.GET("cookies") } }
+            return try await tasks.reduce(into: []) { $0.append($1) }
+        }
+        #expect(replies.allSatisfy { $0["cookies"].objectValue?.count == 20 })
+    }
+
+    @Test func hstsFromOneEngineUpgradesRequestsOnEveryEngine() async throws {
+        let servers = try await TestServers.tls()
+        let api = TLSTests.trusting(servers) { $0.engineCount = 4 }
+        _ = try await TLSTests.text(api, servers.url("valid").appendingPathComponent("hsts"))
+        let plain = TLSTests.plainToTLSPort(servers).absoluteString
+        let responses = try await withThrowingTaskGroup(of: DataResponse<String>.self) { tasks in
+            for _ in 0..<20 {
+                tasks.addTask { try await api.request(.get, plain, serializer: StringResponseSerializer()) }
+            }
+            return try await tasks.reduce(into: []) { $0.append($1) }
+        }
+        #expect(responses.allSatisfy { $0.request.scheme == "https" && $0.value.hasPrefix("TLSv1.3") })
+    }
+
+    @Test func cancellingTheSessionEndsTheRequestsOfEveryEngine() async throws {
+        let api = try await faultManager { $0.engineCount = 4 }
+        let group = try Self.group(api)
+        let tasks = (0..<40).map { index in
+            api.dataTask(.get, "silent", parameters: ["i": .int(index)], serializer: DataResponseSerializer())
+        }
+        while group.engines.filter({ $0.load > 0 }).count < 2 { try await Task.sleep(for: .milliseconds(10)) }
+        api.invalidateAndCancel()
+        for task in tasks { await #expect(throws: CancellationError.self) { _ = try await task.value } }
+        // And the session refuses what comes after.
+        await #expect(throws: CancellationError.self) {
+            _ = try await api.request(.get, "bytes", serializer: DataResponseSerializer())
+        }
+    }
+
+    @Test func aBackgroundSessionRunsOneEngine() throws {
+        let home = try DownloadTests.temporaryDirectory()
+        var configuration = HTTPSessionConfiguration.background(identifier: "engines-\(UUID().uuidString.prefix(8))")
+        configuration.storageDirectory = home
+        configuration.engineCount = 4
+        let api = HTTPSessionManager(configuration: configuration)
+        defer { api.invalidateAndCancel() }
+        #expect(try Self.group(api).engines.count == 1)
+        #expect(
+            try Self.group(HTTPSessionManager(configuration: .ephemeral)).engines.count
+                == HTTPSessionConfiguration.defaultEngineCount)
+    }
+}
