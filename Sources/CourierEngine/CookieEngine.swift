@@ -234,4 +234,3 @@ package final class CookieEngine: @unchecked Sendable {
         }
     }
 }
-

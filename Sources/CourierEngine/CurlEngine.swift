@@ -179,7 +179,9 @@ package final class CurlEngine: @unchecked Sendable {
     package convenience init(limits: Limits, name: String = "courier-engine") {
         let shares = SessionShares(
             engineCount: 1, cookies: limits.cookies, maximumBytesPerSecond: limits.maximumBytesPerSecond)
-        let admission = limits.maximumConcurrentTransfers > 0 ? AdmissionQueue<Transfer>(limit: limits.maximumConcurrentTransfers) : nil
+        let admission =
+            limits.maximumConcurrentTransfers > 0
+            ? AdmissionQueue<Transfer>(limit: limits.maximumConcurrentTransfers) : nil
         self.init(limits: limits, shares: shares, admission: admission, name: name)
     }
 

@@ -30,7 +30,8 @@ package final class EngineGroup: Transport {
             engineCount: count, cookies: limits.cookies, maximumBytesPerSecond: limits.maximumBytesPerSecond)
         self.shares = shares
         let admission =
-            limits.maximumConcurrentTransfers > 0 ? AdmissionQueue<Transfer>(limit: limits.maximumConcurrentTransfers) : nil
+            limits.maximumConcurrentTransfers > 0
+            ? AdmissionQueue<Transfer>(limit: limits.maximumConcurrentTransfers) : nil
         let perHost = EnginePlacement.shares(of: limits.maximumConnectionsPerHost, engineCount: count)
         let total = EnginePlacement.shares(of: limits.maximumTotalConnections, engineCount: count)
         engines = (0..<count).map { index in
