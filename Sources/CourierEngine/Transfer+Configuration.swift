@@ -36,7 +36,8 @@ extension Transfer {
         courier_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, prepared.headers.list)
         // libcurl answers a challenge itself (a 401 or 407, then a second request for Digest
         // and NTLM), or sends Basic at once when asked to.
-        if let credential = request.credentials.credential(for: request.url) {
+        // (`request.url` builds a URL: only when there is a credential to look up.)
+        if !request.credentials.isEmpty, let credential = request.credentials.credential(for: request.url) {
             Self.setCredential(
                 credential, easy, user: CURLOPT_USERNAME, password: CURLOPT_PASSWORD, schemes: CURLOPT_HTTPAUTH)
         }

@@ -38,6 +38,10 @@ CLIENTS: dict[str, ClientSpec] = {
         ClientSpec("courier-decode", "bench-courier", flags=("--decode",)),
         ClientSpec("courier-monitor", "bench-courier", flags=("--fast-monitor",)),
         ClientSpec("courier-slow-monitor", "bench-courier", flags=("--slow-monitor",)),
+        # The scaling rows: one engine, two, four (engineCount; `courier` is the default).
+        ClientSpec("courier-1e", "bench-courier", flags=("--engines", "1"), bundle_flag="--ca-bundle"),
+        ClientSpec("courier-2e", "bench-courier", flags=("--engines", "2"), bundle_flag="--ca-bundle"),
+        ClientSpec("courier-4e", "bench-courier", flags=("--engines", "4"), bundle_flag="--ca-bundle"),
         ClientSpec("courier-base", "bench-courier-base"),
         ClientSpec("courier-decode-base", "bench-courier-base", flags=("--decode",)),
         ClientSpec("ahc", "bench-ahc"),
@@ -65,11 +69,12 @@ class RowSpec:
         return "stream_get" if self.name == "stream-discard" and client.is_c else client.product
 
 
+_ENGINES = ("courier-1e", "courier-2e", "courier-4e")
 _SMALL = (
     "c c-poll c-socket courier courier-decode ahc ahc-decode urlsession urlsession-decode "
     "courier-monitor courier-slow-monitor courier-base courier-decode-base"
-).split()
-_PEERS = ("c", "courier", "ahc")
+).split() + list(_ENGINES)
+_PEERS = ("c", "courier", "ahc") + _ENGINES
 _OPENAPI = ("c", "openapi-courier", "openapi-ahc", "openapi-urlsession")
 
 # In the order of ROWS=all.
@@ -80,7 +85,7 @@ ROWS: dict[str, RowSpec] = {
         RowSpec("openapi", _OPENAPI, "c"),
         RowSpec("https", _PEERS, "c"),
         RowSpec("h2", _PEERS, "c"),
-        RowSpec("https-new", ("c", "c-nocapath", "courier", "ahc"), "c-nocapath"),
+        RowSpec("https-new", ("c", "c-nocapath", "courier", "ahc") + _ENGINES, "c-nocapath"),
         RowSpec("h1-10k", _PEERS, "c"),
         RowSpec("h2-10k", _PEERS, "c"),
         RowSpec("download-file", ("curl", "courier"), "curl", large=True),

@@ -51,6 +51,9 @@ struct BenchCourier: AsyncParsableCommand {
     @Flag(help: "Small mode: add an event monitor that returns at once.")
     var fastMonitor = false
 
+    @Option(help: "Small mode: the session's engineCount (0: the default, one per processor, at most 8).")
+    var engines = 0
+
     func validate() throws {
         guard ["default", "ephemeral"].contains(session) else {
             throw ValidationError("--session must be default or ephemeral")
@@ -81,7 +84,7 @@ struct BenchCourier: AsyncParsableCommand {
         let api = await makeManager(
             baseURL: baseURL, ephemeral: session == "ephemeral", concurrency: options.concurrency,
             monitors: slowMonitor ? [SleepingMonitor()] : fastMonitor ? [QuickMonitor()] : [],
-            caFile: tls.caFile, caBundle: tls.caBundle, httpVersion: tls.httpVersion)
+            caFile: tls.caFile, caBundle: tls.caBundle, httpVersion: tls.httpVersion, engines: engines)
         let expected = options.expectedBytes
         let httpVersion = tls.httpVersion
         // One closure per mode, chosen before the run: each child task makes the one call a user
@@ -109,9 +112,10 @@ struct BenchCourier: AsyncParsableCommand {
             }
         }
         let result = try await runRequests(total: options.total, concurrency: options.concurrency, request: request)
-        let client =
+        var client =
             slowMonitor
             ? "courier-slow-monitor" : fastMonitor ? "courier-monitor" : options.decode ? "courier-decode" : "courier"
+        if engines > 0 { client += "-\(engines)e" }
         printResult(
             client: client, seconds: result.seconds, requests: result.requests,
             httpVersion: httpVersion)
@@ -170,9 +174,10 @@ struct BenchCourier: AsyncParsableCommand {
 @HTTPSessionActor
 func makeManager(
     baseURL: URL, ephemeral: Bool, concurrency: Int, monitors: [any EventMonitor] = [],
-    caFile: String? = nil, caBundle: String? = nil, httpVersion: BenchHTTPVersion? = nil
+    caFile: String? = nil, caBundle: String? = nil, httpVersion: BenchHTTPVersion? = nil, engines: Int = 0
 ) -> HTTPSessionManager {
     var configuration: HTTPSessionConfiguration = ephemeral ? .ephemeral : .default
+    if engines > 0 { configuration.engineCount = engines }
     // HTTP/2 keeps the default connection limit (the row measures default
     // settings); HTTP/1.1 needs one connection per request in flight.
     if httpVersion != .http2 { configuration.maximumConnectionsPerHost = concurrency }
