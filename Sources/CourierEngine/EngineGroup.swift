@@ -40,7 +40,8 @@ package final class EngineGroup: Transport {
             own.maximumTotalConnections = total[index]
             return CurlEngine(
                 limits: own, shares: shares, admission: admission,
-                name: count == 1 ? "courier-engine" : "courier-engine-\(index)")
+                // Linux keeps 15 bytes of a thread's name: "courier-engine-0" would be refused.
+                name: count == 1 ? "courier-engine" : "courier-eng-\(index)")
         }
         self.admission = admission
     }

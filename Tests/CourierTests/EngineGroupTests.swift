@@ -266,6 +266,18 @@ import Testing
         }
     }
 
+    @Test func eachEngineThreadHasItsNameInTheProcessList() async throws {
+        let api = try await faultManager { $0.engineCount = 3 }
+        defer { api.invalidateAndCancel() }
+        _ = try await api.request(.get, "bytes", serializer: DataResponseSerializer())
+        // What top, perf and gdb show: Linux keeps 15 bytes of a thread's name.
+        let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")
+        let names = Set(
+            tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+                .map { $0.trimmingCharacters(in: .newlines) })
+        #expect(names.isSuperset(of: ["courier-eng-0", "courier-eng-1", "courier-eng-2"]))
+    }
+
     @Test func aBackgroundSessionRunsOneEngine() throws {
         let home = try DownloadTests.temporaryDirectory()
         var configuration = HTTPSessionConfiguration.background(identifier: "engines-\(UUID().uuidString.prefix(8))")

@@ -42,7 +42,7 @@ CLIENTS: dict[str, ClientSpec] = {
         ClientSpec("courier-1e", "bench-courier", flags=("--engines", "1"), bundle_flag="--ca-bundle"),
         ClientSpec("courier-2e", "bench-courier", flags=("--engines", "2"), bundle_flag="--ca-bundle"),
         ClientSpec("courier-4e", "bench-courier", flags=("--engines", "4"), bundle_flag="--ca-bundle"),
-        ClientSpec("courier-base", "bench-courier-base"),
+        ClientSpec("courier-base", "bench-courier-base", bundle_flag="--ca-bundle"),
         ClientSpec("courier-decode-base", "bench-courier-base", flags=("--decode",)),
         ClientSpec("ahc", "bench-ahc"),
         ClientSpec("ahc-decode", "bench-ahc", flags=("--decode",)),
@@ -74,7 +74,7 @@ _SMALL = (
     "c c-poll c-socket courier courier-decode ahc ahc-decode urlsession urlsession-decode "
     "courier-monitor courier-slow-monitor courier-base courier-decode-base"
 ).split() + list(_ENGINES)
-_PEERS = ("c", "courier", "ahc") + _ENGINES
+_PEERS = ("c", "courier", "ahc", "courier-base") + _ENGINES
 _OPENAPI = ("c", "openapi-courier", "openapi-ahc", "openapi-urlsession")
 
 # In the order of ROWS=all.
@@ -85,7 +85,7 @@ ROWS: dict[str, RowSpec] = {
         RowSpec("openapi", _OPENAPI, "c"),
         RowSpec("https", _PEERS, "c"),
         RowSpec("h2", _PEERS, "c"),
-        RowSpec("https-new", ("c", "c-nocapath", "courier", "ahc") + _ENGINES, "c-nocapath"),
+        RowSpec("https-new", ("c", "c-nocapath", "courier", "ahc", "courier-base") + _ENGINES, "c-nocapath"),
         RowSpec("h1-10k", _PEERS, "c"),
         RowSpec("h2-10k", _PEERS, "c"),
         RowSpec("download-file", ("curl", "courier"), "curl", large=True),

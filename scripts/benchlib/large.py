@@ -90,7 +90,8 @@ class LargeRows:
         }[row]
         rss = out.with_name(out.name + ".rss")
         argv = with_timeout(s.run_timeout, [self.binaries["curl"], "-sS", "-w",
-                                            "%{http_code} %{size_download} %{size_upload} %{time_total}\n", *args])
+                                            "%{http_code} %{size_download} %{size_upload} %{time_total}\n", *args],
+                            s.client_cpus)
         if self.gnu_time:
             argv = [GNU_TIME, "-f", "%M", "-o", str(rss), *argv]
         w = out.with_name(out.name + ".w")
@@ -114,7 +115,7 @@ class LargeRows:
         err.write_text("")
         if client == "curl":
             return self._run_curl(row, out, err)
-        argv = with_timeout(self.settings.run_timeout, self._client_argv(row, client))
+        argv = with_timeout(self.settings.run_timeout, self._client_argv(row, client), self.settings.client_cpus)
         return run_measured(argv, stdout=out, stderr=err, env={"EXPECTED_BYTES": str(self.settings.big_bytes)},
                             append_stderr=True)
 

@@ -126,7 +126,7 @@ class Bench:
             rlimit_nofile=wide.nofile if wide else None, backlog=wide.backlog if wide else 511)
         paths = Paths(work=self.work, docroot=docroot, cert=cert, key=key, fixture=fixture,
                       body_dir=self.big_work / "nginx-body" if self.big_work else None, upload_sink=s.upload_sink)
-        self.nginx = Nginx(s.nginx, servers, paths, BODY_BYTES)
+        self.nginx = Nginx(s.nginx, servers, paths, BODY_BYTES, s.server_cpus)
         ports = self.nginx.start()
         endpoints = self._endpoints(ports, cert, bundle)
         big_log = AccessLog(paths.logs / "big.log")
@@ -144,7 +144,7 @@ class Bench:
             for row in large_rows:
                 large.run_row(row, clients[row])
 
-        facts = Facts(self.nginx.version)
+        facts = Facts(self.nginx.version, s.server_cpus, s.client_cpus)
         tables = [request_table(row, clients[row.name], small.records, s, facts, bundle, wide) for row in request_rows]
         if large:
             tables += [large_table(row, clients[row], large.records, large.failures, s, facts) for row in large_rows]
@@ -194,6 +194,9 @@ class Bench:
                 for name, port in ports.items()}
         logs_dir = self.nginx.paths.logs
         log(f"nginx {self.nginx.version} serving {urls['plain']} ({BODY_BYTES} bytes) as pid {self.nginx.pid}")
+        s = self.s
+        if s.server_cpus or s.client_cpus:
+            log(f"CPUs: nginx on {s.server_cpus or 'any'}, clients on {s.client_cpus or 'any'} (taskset -c)")
         logs: dict[str, AccessLog] = {}
         if "tls" in urls or "close" in urls or "wide_tls" in urls:
             tls_log = AccessLog(logs_dir / "tls.log")

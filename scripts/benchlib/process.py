@@ -21,10 +21,12 @@ class Finished:
     cpu: float
 
 
-def with_timeout(run_timeout: str, argv: Sequence[str]) -> list[str]:
+def with_timeout(run_timeout: str, argv: Sequence[str], cpus: str = "") -> list[str]:
     """`argv` under `timeout --kill-after=5 RUN_TIMEOUT`, which forks it: the client then starts
-    from timeout's small peak RSS, not this process's (Linux keeps ru_maxrss across exec)."""
-    return ["timeout", "--kill-after=5", run_timeout, *argv]
+    from timeout's small peak RSS, not this process's (Linux keeps ru_maxrss across exec).
+    With `cpus`, under `taskset -c CPUS` as well (the affinity passes to the client)."""
+    pinned = ["taskset", "-c", cpus] if cpus else []
+    return [*pinned, "timeout", "--kill-after=5", run_timeout, *argv]
 
 
 def run_measured(

@@ -19,8 +19,10 @@ from .settings import BODY_BYTES, Settings
 class Facts:
     """The machine and the tools, for the line under each table's title."""
 
-    def __init__(self, nginx_version: str):
+    def __init__(self, nginx_version: str, server_cpus: str = "", client_cpus: str = ""):
         self.nginx_version = nginx_version
+        self.server_cpus = server_cpus
+        self.client_cpus = client_cpus
         self.date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
     @functools.cached_property
@@ -41,7 +43,10 @@ class Facts:
         return " ".join(run_text(["openssl", "version"]).split()[:2])
 
     def machine(self) -> str:
-        return (f"{self.date}, {self.cores} cores, {self.libcurl}, nginx {self.nginx_version} (1 worker),"
+        pinned = ""
+        if self.server_cpus or self.client_cpus:
+            pinned = f" (taskset: nginx on CPU {self.server_cpus or 'any'}, clients on CPU {self.client_cpus or 'any'})"
+        return (f"{self.date}, {self.cores} cores{pinned}, {self.libcurl}, nginx {self.nginx_version} (1 worker),"
                 f" {self.swift};")
 
 

@@ -227,8 +227,9 @@ def tls_ready(port: int, cert: Path, protocol: str) -> bool:
 class Nginx:
     """The nginx process, started on free loopback ports and stopped on exit."""
 
-    def __init__(self, binary: str, servers: Servers, paths: Paths, body_bytes: int):
+    def __init__(self, binary: str, servers: Servers, paths: Paths, body_bytes: int, cpus: str = ""):
         self.binary = binary
+        self.cpus = cpus
         self.servers = servers
         self.paths = paths
         self.body_bytes = body_bytes
@@ -256,7 +257,7 @@ class Nginx:
             logs = self.paths.logs
             with open(logs / "stdout.log", "wb") as out:
                 self.process = subprocess.Popen(
-                    [self.binary, "-p", str(self.paths.nginx), "-e", str(logs / "error.log"), "-c", str(conf)],
+                    [*(["taskset", "-c", self.cpus] if self.cpus else []), self.binary, "-p", str(self.paths.nginx), "-e", str(logs / "error.log"), "-c", str(conf)],
                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             for _ in range(50):
                 if self.process.poll() is not None:

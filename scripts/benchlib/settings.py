@@ -58,6 +58,8 @@ class Settings:
     stream_buffer: int
     upload_sink: str
     verify: bool
+    server_cpus: str
+    client_cpus: str
 
     @property
     def bench(self) -> Path:
@@ -108,6 +110,13 @@ def _clients(env: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(words)
 
 
+def _cpus(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name) or ""
+    if value and not re.fullmatch(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*", value):
+        raise BenchError(f"{name} must be a CPU list for taskset -c, such as 0 or 2-5,7 (got '{value}')")
+    return value
+
+
 def load_settings(env: Mapping[str, str], root: Path) -> Settings:
     """The settings from `env` (os.environ), with the defaults; BenchError on a bad value."""
     stream_buffer = env.get("STREAM_BUFFER") or "102400"
@@ -142,6 +151,8 @@ def load_settings(env: Mapping[str, str], root: Path) -> Settings:
         stream_buffer=int(stream_buffer),
         upload_sink=_choice(env, "UPLOAD_SINK", "file", ("file", "discard")),
         verify=(env.get("VERIFY") or "1") == "1",
+        server_cpus=_cpus(env, "SERVER_CPUS"),
+        client_cpus=_cpus(env, "CLIENT_CPUS"),
     )
     if not os.access(settings.nginx, os.X_OK):
         raise BenchError(f"nginx not found at {settings.nginx} (apt-get install nginx)")

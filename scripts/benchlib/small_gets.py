@@ -96,7 +96,7 @@ class SmallGetRows:
             if row.trust:
                 flag = spec.bundle_flag if row.trust == "bundle" else "--ca-file"
                 argv += [flag, str(trusted), "--http-version", row.http_version or ""]
-        return with_timeout(self.settings.run_timeout, argv), env
+        return with_timeout(self.settings.run_timeout, argv, self.settings.client_cpus), env
 
     def _run_client(self, row: RequestRow, client: str, total: int, concurrency: int, out: Path) -> Finished:
         argv, env = self.command(row, client, total, concurrency)
