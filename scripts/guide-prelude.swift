@@ -205,3 +205,12 @@ enum Operations {
         }
     }
 }
+
+// name: csvURL
+let csvURL = URL(fileURLWithPath: "/tmp/import.csv")
+
+// name: prompt
+let prompt: JSON = ["model": "small", "prompt": "Why is the sky blue?"]
+
+// name: apiKey
+let apiKey = "key"

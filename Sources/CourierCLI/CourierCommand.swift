@@ -302,7 +302,7 @@ struct CourierCommand: AsyncParsableCommand {
                 output.printRequest(request, body: invocation.bodyDescription)
                 return
             }
-            if case .none = invocation.body, invocation.method == .get, output.parts == .body {
+            if !uploads, output.parts == .body {
                 try await streamBody(of: invocation, with: api, to: output)
                 return
             }
@@ -330,14 +330,21 @@ struct CourierCommand: AsyncParsableCommand {
     /// The most of a JSON body gathered to be indented; a larger one is written as it comes.
     static let formattingLimit = 16 << 20
 
-    /// A GET whose body alone is printed goes as a byte stream, written as it arrives: nothing
-    /// but JSON needs the whole body. A JSON body (by its type, or by its first byte when the
+    /// A request without a file to upload whose response body alone is printed goes as a byte
+    /// stream, written as it arrives (a model API's event stream is printed event by event):
+    /// nothing but JSON needs the whole body. A JSON body (by its type, or by its first byte when the
     /// type says nothing) is gathered to be indented, up to `formattingLimit`; past that, what
     /// was gathered and the rest go out as they are. Binary bodies on a terminal are not
     /// shown. A status outside 200..<300 throws `unacceptableStatusCode` with the start of the
     /// body, printed by the caller.
     func streamBody(of invocation: Invocation, with api: HTTPSessionManager, to output: TerminalOutput) async throws {
-        let (head, body) = try await api.stream(invocation.method, invocation.url, headers: invocation.headers)
+        let (head, body): (HTTPResponse, ByteStream)
+        if case .data(let data) = invocation.body {
+            (head, body) = try await api.stream(
+                invocation.method, invocation.url, body: .data(data), headers: invocation.headers)
+        } else {
+            (head, body) = try await api.stream(invocation.method, invocation.url, headers: invocation.headers)
+        }
         let type = head.headerFields[.contentType]?.lowercased() ?? ""
         var gathered: Data?
         var lastByte: UInt8?

@@ -427,19 +427,26 @@ package final class CurlEngine: @unchecked Sendable {
         transfer.beginHop()
         transfer.activeIndex = active.count
         active.append(transfer)
-        do {
-            try transfer.configure(easy)
-        } catch {
-            detach(transfer, .failed)
-            transfer.complete(with: .failure(error))
-            return
-        }
+        guard configure(transfer, easy) else { return }
         let code = curl_multi_add_handle(multi, easy)
         if code != CURLM_OK {
             detach(transfer, .failed)
             let message = String(cString: curl_multi_strerror(code))
             transfer.complete(
                 with: .failure(CourierError.transport(.init(url: transfer.current.url, message: message))))
+        }
+    }
+
+    /// Configures `easy` for `transfer`'s current hop; when that fails (a file body that
+    /// cannot be opened, say), lets the transfer go with the error and returns false.
+    private func configure(_ transfer: Transfer, _ easy: UnsafeMutableRawPointer) -> Bool {
+        do {
+            try transfer.configure(easy)
+            return true
+        } catch {
+            detach(transfer, .failed)
+            transfer.complete(with: .failure(error))
+            return false
         }
     }
 
@@ -510,13 +517,7 @@ package final class CurlEngine: @unchecked Sendable {
             transfer.prepared = PreparedHop(next)
             transfer.redirectCount += 1
             transfer.beginHop()
-            do {
-                try transfer.configure(easy)
-            } catch {
-                detach(transfer, .failed)
-                transfer.complete(with: .failure(error))
-                return
-            }
+            guard configure(transfer, easy) else { return }
             curl_multi_add_handle(multi, easy)
         case .done(let result):
             detach(transfer, .completed)  // the outcome already ended the sink

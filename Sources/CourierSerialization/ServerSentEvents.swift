@@ -30,7 +30,7 @@ public struct ServerSentEvent: Sendable, Hashable {
 /// stream without a blank line is not an event.
 ///
 /// A line longer than `maximumLineLength` bytes, or an event whose data, type and ID together
-/// pass `maximumEventSize` bytes, fails ``feed(_:)`` with `CourierError.responseTooLarge(_:)`:
+/// pass `maximumEventSize` bytes, fails `feed(_:)` with `CourierError.responseTooLarge(_:)`:
 /// a stream whose line never ends would otherwise take all memory.
 public struct ServerSentEventParser: Sendable {
     /// The longest line by default: 1 MiB.
@@ -62,6 +62,59 @@ public struct ServerSentEventParser: Sendable {
         self.lastEventID = lastEventID
         self.maximumLineLength = max(1, maximumLineLength)
         self.maximumEventSize = max(1, maximumEventSize)
+    }
+
+    /// Whether the bytes fed so far end inside an event: data lines without the blank line that
+    /// dispatches them, or a line without its end. A stream that ends here was cut short.
+    public var isInsideEvent: Bool { hasData || !line.isEmpty }
+
+    /// The events completed by `data` (see the generic `feed(_:)`): a chunk of a
+    /// response, scanned in place, a line's bytes appended at once.
+    public mutating func feed(_ data: Data) throws(CourierError) -> [ServerSentEvent] {
+        var events: [ServerSentEvent] = []
+        var failure: CourierError?
+        data.withUnsafeBytes { buffer in
+            do throws(CourierError) {
+                try feed(buffer: buffer, into: &events)
+            } catch {
+                failure = error
+            }
+        }
+        if let failure { throw failure }
+        return events
+    }
+
+    private mutating func feed(
+        buffer: UnsafeRawBufferPointer, into events: inout [ServerSentEvent]
+    ) throws(CourierError) {
+        var index = 0
+        let count = buffer.count
+        while index < count {
+            if afterCR {
+                afterCR = false
+                if buffer[index] == 0x0A {  // the LF of a CR LF
+                    index += 1
+                    continue
+                }
+            }
+            var end = index
+            while end < count, buffer[end] != 0x0A, buffer[end] != 0x0D { end += 1 }
+            if end > index {
+                guard line.count + (end - index) <= maximumLineLength else {
+                    throw .responseTooLarge(
+                        .init(message: "An event stream line is longer than the limit of \(maximumLineLength) bytes"))
+                }
+                line.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[index..<end]))
+                if atStart, line.count >= 3 {
+                    atStart = false
+                    if line[0] == 0xEF, line[1] == 0xBB, line[2] == 0xBF { line.removeFirst(3) }
+                }
+            }
+            guard end < count else { return }
+            afterCR = buffer[end] == 0x0D
+            try endLine(into: &events)
+            index = end + 1
+        }
     }
 
     /// The events completed by `bytes`. Throws `CourierError.responseTooLarge(_:)` when a

@@ -242,6 +242,38 @@ import Testing
         #expect(String(decoding: received, as: UTF8.self) == "{\"n\": 1}\n{\"n\": 2}\n")
     }
 
+    /// A model API's call as one writes it on the command line: a JSON POST whose answer,
+    /// an event stream, is printed event by event while the server is still answering.
+    @Test func aChatCompletionIsPrintedAsItStreams() async throws {
+        let fault = try await TestServers.fault()
+        let name = "cli-chat-\(UUID().uuidString.prefix(8))"
+        let process = Process()
+        process.executableURL = Self.courierBinary
+        process.arguments = [
+            "POST", fault.appendingPathComponent("v1/chat/completions").absoluteString + "?hold=\(name)",
+            "model=m", "stream:=true", #"messages:=[{"role": "user", "content": "hello streaming world"}]"#,
+        ]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = Pipe()
+        try process.run()
+        var received = Data()
+        while !String(decoding: received, as: UTF8.self).contains("\"hello \"") {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            received.append(chunk)
+        }
+        #expect(String(decoding: received, as: UTF8.self).hasPrefix(": keep-alive\n\ndata: {"))
+        #expect(!String(decoding: received, as: UTF8.self).contains("[DONE]"))
+        #expect(process.isRunning)
+        #expect(try await Self.courier([fault.appendingPathComponent("release/\(name)").absoluteString]).status == 0)
+        received.append(out.fileHandleForReading.readDataToEndOfFile())
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let text = String(decoding: received, as: UTF8.self)
+        #expect(text.contains("\"world \"") && text.hasSuffix("data: [DONE]\n\n"))
+    }
+
     /// An event stream is written as it arrives, events and all, until the server drops it.
     @Test func anEventStreamIsPrintedAsItIs() async throws {
         let fault = try await TestServers.fault()

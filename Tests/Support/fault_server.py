@@ -1152,7 +1152,7 @@ def route_events(conn: Conn, req: Request) -> bool:
 def route_events_close(conn: Conn, req: Request) -> bool:
     """`/events-close/<name>?retry=MS`: an event stream that says `retry: MS` (default 0) and
     ends at once, cleanly, with no event: the worst a reconnecting client can meet.  Every
-    request's arrival time goes to `/stats/<name>`'s `times`."""
+    request's arrival time and method go to `/stats/<name>`'s `times` and `methods`."""
     arrived = time.time()
     name = req.path[len("/events-close/"):]
     retry = req.int_param("retry", 0)
@@ -1161,6 +1161,7 @@ def route_events_close(conn: Conn, req: Request) -> bool:
     with STATS_LOCK:
         st.requests += 1
         st.times.append(arrived)
+        st.methods.append(req.method)
         st.last_event_ids.append(req.header("Last-Event-ID"))
     body = b"retry: %d\n\n" % retry
     return respond(conn, req, 200, body, content_type="text/event-stream",
@@ -1168,15 +1169,16 @@ def route_events_close(conn: Conn, req: Request) -> bool:
 
 
 def route_endless(conn: Conn, req: Request) -> bool:
-    """`/endless?type=T&line=1`: `200`, chunked, pattern bytes for ever (until the client
-    closes, 600 s at most) as `T` (default `application/octet-stream`).  With `line=1`, a
+    """`/endless?type=T&line=1&fill=x`: `200`, chunked, pattern bytes for ever (until the
+    client closes, 600 s at most) as `T` (default `application/octet-stream`); with `fill=x`,
+    `x` for ever (a line that never ends, whatever the type).  With `line=1`, a
     `text/event-stream` whose first line (`data: ` and then `x` for ever) never ends."""
     read_body(conn, req, None)
     line = req.params.get("line") == "1"
     kind = "text/event-stream" if line else req.params.get("type", "application/octet-stream")
     conn.send(head_bytes(200, [("Content-Type", kind), ("Cache-Control", "no-store"),
                                ("Transfer-Encoding", "chunked"), ("Connection", "close")]))
-    piece = b"x" * CHUNK if line else pattern_bytes(0, CHUNK)
+    piece = b"x" * CHUNK if line or req.params.get("fill") == "x" else pattern_bytes(0, CHUNK)
     deadline = time.monotonic() + SILENT_MAX
     if line:
         conn.send(b"6\r\ndata: \r\n")
@@ -1216,6 +1218,184 @@ def route_release(conn: Conn, req: Request) -> bool:
     read_body(conn, req, None)
     held_event(req.path[len("/release/"):]).set()
     return respond(conn, req, 200, b"released\n")
+
+
+# --------------------------------------------------------------------------
+# Streams the way model APIs speak
+
+
+def read_json_body(conn: Conn, req: Request):
+    """The request body parsed as JSON (None when it is not JSON)."""
+    parts: list[bytes] = []
+    read_body(conn, req, parts.append)
+    try:
+        return json.loads(b"".join(parts))
+    except ValueError:
+        return None
+
+
+def model_error(conn: Conn, req: Request, status: int, message: str) -> bool:
+    """An error as model APIs send one: JSON `{"error": {"message", "type"}}`."""
+    body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode()
+    return respond(conn, req, status, body, content_type="application/json")
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n" % len(data) + data + b"\r\n"
+
+
+def route_chat(conn: Conn, req: Request) -> bool:
+    """`/v1/chat/completions?hold=NAME&cut=N&clean=1&pause=MS&status=S`: a model API's
+    streamed chat answer.  Takes a POST whose JSON body has `model` (a string), `messages` (a
+    list of objects with `role` and `content`) and `stream: true`; anything else is a 400 with
+    an error body (`status=S` answers S with one instead).  Answers `200`,
+    `text/event-stream`, chunked, pieces PAUSE ms apart (default 5): a `: keep-alive` comment,
+    then one event per word of the last message's content, the odd ones as
+    `data: {"id": "chat-1", "choices": [{"index": 0, "delta": {"content": "<word> "}}]}`, the
+    even ones as `event: delta` with the same JSON spread over two `data:` lines; then
+    `data: [DONE]` and the end (connection closed).  With `hold=NAME`, nothing after the first
+    event until `/release/NAME` (60 s at most).  With `cut=N`: after N events, half an event,
+    and the connection dropped (no terminating chunk; with `clean=1`, the terminating chunk
+    first: the body ends cleanly, inside an event)."""
+    body = read_json_body(conn, req)
+    status = req.int_param("status", 0)
+    if status:
+        return model_error(conn, req, status, f"answered {status} as asked")
+    if req.method != "POST":
+        return model_error(conn, req, 405, "use POST")
+    if not isinstance(body, dict) or not isinstance(body.get("model"), str) or body.get("stream") is not True:
+        return model_error(conn, req, 400, "a JSON object with model (a string) and stream: true is required")
+    messages = body.get("messages")
+    if (not isinstance(messages, list) or not messages
+            or not all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages)):
+        return model_error(conn, req, 400, "messages must be a non-empty list of {role, content}")
+    words = messages[-1]["content"].split()
+    pause = req.int_param("pause", 5) / 1000
+    hold = req.params.get("hold")
+    cut = req.int_param("cut", -1) if "cut" in req.params else None
+    conn.send(head_bytes(200, [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store"),
+                               ("Transfer-Encoding", "chunked"), ("Connection", "close")]))
+    conn.send(chunk(b": keep-alive\n\n"))
+    for index, word in enumerate(words):
+        if cut is not None and index == cut:
+            conn.send(chunk(b'data: {"id": "chat-1", "choi'))
+            if req.params.get("clean") == "1":
+                conn.send(b"0\r\n\r\n")
+                conn.lingering_close()
+            else:
+                conn.close()
+            raise ConnectionDone()
+        delta = {"id": "chat-1", "choices": [{"index": 0, "delta": {"content": word + " "}}]}
+        text = json.dumps(delta)
+        if index % 2 == 0:
+            event = f"data: {text}\n\n"
+        else:
+            middle = text.index(', "choices"')
+            event = f"event: delta\ndata: {text[:middle + 1]}\ndata: {text[middle + 1:]}\n\n"
+        time.sleep(pause)
+        conn.send(chunk(event.encode()))
+        if index == 0 and hold:
+            held_event(hold).wait(60)
+    time.sleep(pause)
+    conn.send(chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+    return False
+
+
+def route_generate(conn: Conn, req: Request) -> bool:
+    """`/v1/generate?hold=NAME`: NDJSON as Ollama streams it.  Takes a POST whose JSON body has
+    `model` and `prompt` (strings), else 400 with an error body.  Answers `200`,
+    `application/x-ndjson`, chunked: `{"model": M, "response": "<word> ", "done": false}` per
+    word of the prompt, then `{"model": M, "response": "", "done": true}`; with `hold=NAME`,
+    nothing after the first line until `/release/NAME`."""
+    body = read_json_body(conn, req)
+    if req.method != "POST" or not isinstance(body, dict) or not isinstance(body.get("model"), str) \
+            or not isinstance(body.get("prompt"), str):
+        return model_error(conn, req, 400, "POST a JSON object with model and prompt (strings)")
+    model = body["model"]
+    hold = req.params.get("hold")
+    keep = req.keep_alive
+    conn.send(head_bytes(200, [("Content-Type", "application/x-ndjson"), ("Cache-Control", "no-store"),
+                               ("Transfer-Encoding", "chunked")] + conn_header(req, keep)))
+    for index, word in enumerate(body["prompt"].split()):
+        line = json.dumps({"model": model, "response": word + " ", "done": False}) + "\n"
+        conn.send(chunk(line.encode()))
+        if index == 0 and hold:
+            held_event(hold).wait(60)
+    last = json.dumps({"model": model, "response": "", "done": True}) + "\n"
+    conn.send(chunk(last.encode()) + b"0\r\n\r\n")
+    return keep
+
+
+def route_duplex(conn: Conn, req: Request) -> bool:
+    """`/duplex`: full duplex.  Sends `200` (chunked, `application/octet-stream`) at once,
+    before reading the request body, then echoes each piece of the body as a chunk as soon as
+    it has read it, and ends the response when the body ends (connection closed).  A request
+    with `Expect: 100-continue` gets `417` (the 200 would come before the 100)."""
+    if "100-continue" in req.tokens("Expect"):
+        return respond(conn, req, 417, b"no Expect: 100-continue here\n", keep=False)
+    conn.send(head_bytes(200, [("Content-Type", "application/octet-stream"), ("Cache-Control", "no-store"),
+                               ("Transfer-Encoding", "chunked"), ("Connection", "close")]))
+    read_body(conn, req, lambda data: conn.send(chunk(data)))
+    conn.send(b"0\r\n\r\n")
+    return False
+
+
+def route_ndjson_flood(conn: Conn, req: Request) -> bool:
+    """`/ndjson-flood/<name>?lines=N&size=B&sse=1`: N NDJSON lines (default 8192) of B bytes
+    each (default 4096, line feed included), `{"i": <index>, "pad": "xx..."}`, chunked, as fast
+    as the client takes them; with `sse=1`, the same JSON as the data of N events
+    (`text/event-stream`, `data: ...` and a blank line, B bytes each).  `/stats/<name>`'s `bytesSent` counts the body bytes the kernel has
+    accepted so far (a client that stops reading stalls it), `requests` the requests."""
+    name = req.path[len("/ndjson-flood/"):]
+    read_body(conn, req, None)
+    count = req.int_param("lines", 8192)
+    size = max(req.int_param("size", 4096), 32)
+    st = stats_for(name)
+    with STATS_LOCK:
+        st.requests += 1
+        st.bytes_sent = 0
+
+    def sent(n: int) -> None:
+        with STATS_LOCK:
+            st.bytes_sent += n
+
+    keep = req.keep_alive
+    sse = req.params.get("sse") == "1"
+    kind = "text/event-stream" if sse else "application/x-ndjson"
+    conn.send(head_bytes(200, [("Content-Type", kind), ("Cache-Control", "no-store"),
+                               ("Transfer-Encoding", "chunked")] + conn_header(req, keep)))
+    batch = bytearray()
+    for index in range(count):
+        start = (b'data: {"i": %d, "pad": "' if sse else b'{"i": %d, "pad": "') % index
+        end = b'"}\n\n' if sse else b'"}\n'
+        line = start + b"x" * (size - len(start) - len(end)) + end
+        batch += line
+        if len(batch) >= 64 * 1024 or index == count - 1:
+            frame = b"%x\r\n" % len(batch)
+            conn.send(frame)
+            conn.send_counted(memoryview(bytes(batch)), sent)
+            conn.send(b"\r\n")
+            batch.clear()
+    conn.send(b"0\r\n\r\n")
+    return keep
+
+
+def route_send(conn: Conn, req: Request) -> bool:
+    """`/send?b64=BYTES&type=T&close=1`: `200` with the base64url-decoded BYTES as a chunked
+    body of type T (default `application/octet-stream`); with `close=1`, the connection is
+    dropped after them, without the terminating chunk."""
+    read_body(conn, req, None)
+    data = base64.urlsafe_b64decode(req.params.get("b64", "") + "==")
+    kind = req.params.get("type", "application/octet-stream")
+    conn.send(head_bytes(200, [("Content-Type", kind), ("Cache-Control", "no-store"),
+                               ("Transfer-Encoding", "chunked"), ("Connection", "close")]))
+    if data:
+        conn.send(chunk(data))
+    if req.params.get("close") == "1":
+        conn.close()
+        raise ConnectionDone()
+    conn.send(b"0\r\n\r\n")
+    return False
 
 
 def dispatch(conn: Conn, req: Request) -> bool:
@@ -1304,6 +1484,16 @@ def dispatch(conn: Conn, req: Request) -> bool:
         return route_events_close(conn, req)
     if p == "/endless":
         return route_endless(conn, req)
+    if p == "/v1/chat/completions":
+        return route_chat(conn, req)
+    if p == "/v1/generate":
+        return route_generate(conn, req)
+    if p == "/duplex":
+        return route_duplex(conn, req)
+    if p.startswith("/ndjson-flood/"):
+        return route_ndjson_flood(conn, req)
+    if p == "/send":
+        return route_send(conn, req)
     read_body(conn, req, None)
     return respond(conn, req, 404, f"no route for {p}\n".encode())
 

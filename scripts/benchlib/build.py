@@ -108,6 +108,11 @@ class Builder:
         logfile = self.logs / f"{log_name}.log"
         if not self.settings.skip_build:
             log(f"building {product} (swift build -c release, log: {self.settings.relative(logfile)})")
+            # SwiftPM keeps a package's build plan while a package it depends on by path (the
+            # library) gains or loses files: plan again, or a new file's symbols are missing.
+            build_dir = package / ".build"
+            for plan in [build_dir / "release.yaml", *build_dir.glob("*-unknown-linux-gnu/release/description.json")]:
+                plan.unlink(missing_ok=True)
             with open(logfile, "wb") as out:
                 command = ["swift", "build", "-c", "release", "--package-path", str(package), "--product", product]
                 if subprocess.run(command, stdout=out, stderr=subprocess.STDOUT).returncode != 0:

@@ -63,6 +63,7 @@ class RowSpec:
     clients: tuple[str, ...]
     reference: str
     large: bool = False  # one large transfer per run (else: many small GETs)
+    sse: bool = False  # one event stream per run (the sse-decode row)
 
     def product_for(self, client: ClientSpec) -> str:
         """The program `client` runs in this row."""
@@ -92,6 +93,7 @@ ROWS: dict[str, RowSpec] = {
         RowSpec("stream-discard", ("c", "courier", "ahc"), "c", large=True),
         RowSpec("upload-file", ("curl", "courier"), "curl", large=True),
         RowSpec("multipart-file", ("curl", "courier"), "curl", large=True),
+        RowSpec("sse-decode", ("courier", "ahc"), "ahc", sse=True),
     )
 }
 ALL_ROWS = tuple(ROWS)

@@ -21,6 +21,7 @@ from .results import RunRecord
 from .server import AccessLog, Nginx, Paths, Servers, probe_upload_sink
 from .settings import BODY_BYTES, BenchError, Settings, load_settings, log
 from .small_gets import Endpoints, SmallGetRows
+from .sse import SSERows, sse_table, write_events
 
 
 def wanted_clients(s: Settings) -> dict[str, list[str]]:
@@ -103,13 +104,15 @@ class Bench:
         products = list(dict.fromkeys(ROWS[row].product_for(CLIENTS[c]) for row in s.rows for c in wanted[row]))
         binaries = Builder(s).build(products)
         clients = available_clients(wanted, binaries)
-        request_rows = [request_row(r, s) for r in s.rows if clients[r] and not ROWS[r].large]
+        request_rows = [request_row(r, s) for r in s.rows if clients[r] and not ROWS[r].large and not ROWS[r].sse]
+        sse_clients = clients.get("sse-decode", []) if "sse-decode" in s.rows else []
         large_rows = [r for r in s.rows if clients[r] and ROWS[r].large]
         names = {row.name for row in request_rows}
 
         docroot = self.work / "www"
         docroot.mkdir()
         write_small_json(docroot / "small.json", BODY_BYTES)
+        sse_size = write_events(docroot / "events.sse", s.sse_events) if sse_clients else 0
         fixture = self._write_fixture() if large_rows else None
         tls_dir = self.work / "tls"
         cert, key = make_certificate(tls_dir) if names & set(TLS_ROWS) else (tls_dir / "cert.pem", tls_dir / "key.pem")
@@ -136,6 +139,10 @@ class Bench:
         small = SmallGetRows(s, binaries, endpoints, self.nginx, self.work)
         for row in request_rows:
             small.run_row(row, clients[row.name])
+        sse = None
+        if sse_clients:
+            sse = SSERows(s, binaries, f"http://127.0.0.1:{ports['plain']}/events.sse", self.work)
+            sse.run_row(sse_clients)
         large = None
         if large_rows:
             files = LargeFiles(f"http://127.0.0.1:{ports['plain']}", fixture, self.big_work / "out")
@@ -148,7 +155,9 @@ class Bench:
         tables = [request_table(row, clients[row.name], small.records, s, facts, bundle, wide) for row in request_rows]
         if large:
             tables += [large_table(row, clients[row], large.records, large.failures, s, facts) for row in large_rows]
-        self._save(tables, small.records, large.records if large else [])
+        if sse:
+            tables.append(sse_table(sse_clients, sse.records, s, facts, sse_size))
+        self._save(tables, small.records, (large.records if large else []) + (sse.records if sse else []))
         return 0
 
     # ---- setting up

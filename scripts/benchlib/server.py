@@ -185,6 +185,12 @@ http {{
         root {p.docroot};
         # Every client must go to the server: no HTTP cache may answer.
         add_header Cache-Control "no-store" always;
+        # The sse-decode row's stream.
+        location ~ \.sse$ {{
+            types {{ }}
+            default_type text/event-stream;
+            add_header Cache-Control "no-store" always;
+        }}
 {_big_locations(p) if s.big else ""}
     }}
 {servers}

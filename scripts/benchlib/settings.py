@@ -58,6 +58,7 @@ class Settings:
     stream_buffer: int
     upload_sink: str
     verify: bool
+    sse_events: int
     server_cpus: str
     client_cpus: str
 
@@ -151,6 +152,7 @@ def load_settings(env: Mapping[str, str], root: Path) -> Settings:
         stream_buffer=int(stream_buffer),
         upload_sink=_choice(env, "UPLOAD_SINK", "file", ("file", "discard")),
         verify=(env.get("VERIFY") or "1") == "1",
+        sse_events=_uint(env, "SSE_EVENTS", 100000),
         server_cpus=_cpus(env, "SERVER_CPUS"),
         client_cpus=_cpus(env, "CLIENT_CPUS"),
     )

@@ -108,6 +108,52 @@ public enum BenchMode: String, CaseIterable, ExpressibleByArgument, Sendable {
     case uploadFile = "upload-file"
     /// POST the file `--file` as the one part (`file`) of a multipart/form-data body.
     case multipartFile = "multipart-file"
+    /// GET an event stream of `--total` events (``BenchEvent``, about 200 bytes each) ending
+    /// with `data: [DONE]`; decode each event's data and check its `id` (0, 1, 2...).
+    case sseDecode = "sse-decode"
+}
+
+/// One event of the sse-decode mode's stream, shaped as a model API's streamed delta:
+/// `{"id": N, "model": "bench", "choices": [{"index": 0, "delta": {"content": "..."}}]}`.
+public struct BenchEvent: Codable, Sendable {
+    /// One choice of the delta.
+    public struct Choice: Codable, Sendable {
+        /// The text of the delta.
+        public struct Delta: Codable, Sendable {
+            /// The text.
+            public var content: String
+        }
+        /// The choice's index.
+        public var index: Int
+        /// The delta.
+        public var delta: Delta
+    }
+    /// The event's number: 0, 1, 2... in the stream's order.
+    public var id: Int
+    /// The model's name.
+    public var model: String
+    /// The deltas.
+    public var choices: [Choice]
+}
+
+/// The check every client makes of the sse-decode mode's events: each event's `id` in order,
+/// one choice with text, and `expected` of them before `[DONE]`.
+public struct EventChecker {
+    /// Events checked so far.
+    public private(set) var count = 0
+    /// Creates a checker.
+    public init() {}
+    /// Checks the next event.
+    public mutating func check(_ event: BenchEvent) throws {
+        guard event.id == count, event.choices.count == 1, !event.choices[0].delta.content.isEmpty else {
+            throw BenchFailure("event \(count): unexpected id \(event.id) or choices")
+        }
+        count += 1
+    }
+    /// Checks the count at the end of the stream.
+    public func finish(expected: Int) throws {
+        guard count == expected else { throw BenchFailure("\(count) events before [DONE], expected \(expected)") }
+    }
 }
 
 /// Options of the large-transfer modes: `--mode`, and the files they use.
@@ -235,11 +281,13 @@ public func runRequests(
 /// (the body bytes moved, for the large-transfer rows) is appended when given.
 /// With `httpVersion` (every response checked to have it), ` http=1.1|2` follows.
 public func printResult(
-    client: String, seconds: Double, requests: Int, bytes: Int? = nil, httpVersion: BenchHTTPVersion? = nil
+    client: String, seconds: Double, requests: Int, bytes: Int? = nil, httpVersion: BenchHTTPVersion? = nil,
+    events: Int? = nil
 ) {
     var line =
         "RESULT client=\(client) seconds=\(String(format: "%.4f", seconds)) requests=\(requests) maxrss_kb=\(maxRSSKilobytes())"
     if let bytes { line += " bytes=\(bytes)" }
+    if let events { line += " events=\(events)" }
     if let httpVersion { line += " http=\(httpVersion.rawValue)" }
     FileHandle.standardOutput.write(Data((line + "\n").utf8))  // unbuffered
 }

@@ -1,4 +1,4 @@
-// AsyncHTTPClient, in one of two modes (--mode):
+// AsyncHTTPClient, in one of three modes (--mode):
 //
 //   small           --total GETs of --url, a child task each, C at a time;
 //                   each collects the body, checks status 200 and the
@@ -8,6 +8,9 @@
 //                   (`response.body`, an async sequence of ByteBuffer) and
 //                   each chunk discarded; status 200 and --expected-bytes in
 //                   all are checked.
+//   sse-decode      one GET of an event stream, split into events by hand
+//                   (blank lines, `data:` lines), each decoded with
+//                   JSONDecoder and checked, until `data: [DONE]`.
 //
 // Over https (the https and h2 rows of scripts/bench), --ca-file is the one
 // trusted root (NIOSSL TLSConfiguration.trustRoots = .file) and
@@ -36,7 +39,7 @@ struct BenchAHC: AsyncParsableCommand {
     @OptionGroup var tls: TLSOptions
 
     func validate() throws {
-        try transfer.validate(supported: [.small, .streamDiscard])
+        try transfer.validate(supported: [.small, .streamDiscard, .sseDecode])
         if tls.caBundle != nil { throw ValidationError("--ca-bundle is bench-courier's; use --ca-file") }
         if tls.httpVersion != nil || tls.caFile != nil {
             guard transfer.mode == .small else {
@@ -68,6 +71,8 @@ struct BenchAHC: AsyncParsableCommand {
             switch transfer.mode {
             case .streamDiscard:
                 try await streamDiscard(client: client, options: options)
+            case .sseDecode:
+                try await sseDecode(client: client, options: options)
             default:
                 try await small(client: client, options: options)
             }
@@ -126,5 +131,61 @@ struct BenchAHC: AsyncParsableCommand {
             _ = received.add(total)
         }
         printResult(client: "ahc", seconds: result.seconds, requests: result.requests, bytes: received.value)
+    }
+
+    /// One event stream read with a hand-written splitter, as an AsyncHTTPClient user writes
+    /// one: the body's bytes gathered until a blank line, the `data:` lines of each event
+    /// joined, decoded with `JSONDecoder`, until `[DONE]`.
+    func sseDecode(client: HTTPClient, options: BenchOptions) async throws {
+        let url = options.url
+        let expected = options.total
+        let counted = Counter()
+        let result = try await runRequests(total: 1, concurrency: 1) { n in
+            var request = HTTPClientRequest(url: url)
+            request.headers.add(name: "Accept", value: "text/event-stream")
+            let response = try await client.execute(request, timeout: .seconds(3600))
+            guard response.status == .ok else { throw BenchFailure("status \(response.status.code)") }
+            let decoder = JSONDecoder()
+            var checker = EventChecker()
+            var pending: [UInt8] = []
+            var done = false
+            reading: for try await buffer in response.body {
+                pending.append(contentsOf: buffer.readableBytesView)
+                var start = 0
+                // Each event ends with a blank line ("\n\n").
+                while let end = Self.blankLine(in: pending, from: start) {
+                    var data: [UInt8] = []
+                    for line in pending[start..<end].split(
+                        separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+                    where line.starts(with: Array("data:".utf8)) {
+                        var value = line.dropFirst(5)
+                        if value.first == UInt8(ascii: " ") { value = value.dropFirst() }
+                        if !data.isEmpty { data.append(UInt8(ascii: "\n")) }
+                        data.append(contentsOf: value)
+                    }
+                    start = end + 2
+                    if data == Array("[DONE]".utf8) {
+                        done = true
+                        break reading
+                    }
+                    if !data.isEmpty { try checker.check(decoder.decode(BenchEvent.self, from: Data(data))) }
+                }
+                pending.removeFirst(start)
+            }
+            guard done else { throw BenchFailure("the stream ended before [DONE]") }
+            try checker.finish(expected: expected)
+            _ = counted.add(checker.count)
+        }
+        printResult(client: "ahc", seconds: result.seconds, requests: result.requests, events: counted.value)
+    }
+
+    /// The index of the first "\n\n" in `bytes` at or after `start`.
+    static func blankLine(in bytes: [UInt8], from start: Int) -> Int? {
+        var index = start
+        while index + 1 < bytes.count {
+            if bytes[index] == 0x0A, bytes[index + 1] == 0x0A { return index }
+            index += 1
+        }
+        return nil
     }
 }

@@ -12,6 +12,9 @@
 //   upload-file     uploadTask(.put, ...) of --file to --url.
 //   multipart-file  POST of --file as the one part `file` of a
 //                   multipart/form-data body to --url.
+//   sse-decode      events(.get, ...) of --url (no reconnection) decoded
+//                   with decoding(BenchEvent.self, until: "[DONE]"): --total
+//                   events, each checked.
 //
 // Over https (the https and h2 rows), --ca-file is trusted beside the system's
 // CAs (configuration.tls.certificateAuthorityFile); --ca-bundle (the https-new
@@ -73,6 +76,7 @@ struct BenchCourier: AsyncParsableCommand {
         switch transfer.mode {
         case .small: try await small()
         case .downloadFile, .streamDiscard, .uploadFile, .multipartFile: try await large()
+        case .sseDecode: try await sseDecode()
         }
     }
 
@@ -163,11 +167,33 @@ struct BenchCourier: AsyncParsableCommand {
                     try form.append(fileAt: input, name: "file")
                 }
                 _ = bytes.add(inputSize)
-            case .small:
-                throw BenchFailure("unreachable: small is not a large transfer")
+            case .small, .sseDecode:
+                throw BenchFailure("unreachable: \(mode.rawValue) is not a large transfer")
             }
         }
         printResult(client: "courier", seconds: result.seconds, requests: result.requests, bytes: bytes.value)
+    }
+}
+
+extension BenchCourier {
+    /// One event stream, as a model API's answer is read: `events` (sent once) decoded into
+    /// `BenchEvent` until `[DONE]`, every event checked.
+    func sseDecode() async throws {
+        guard let url = URL(string: options.url) else { throw BenchFailure("bad URL \(options.url)") }
+        let api = HTTPSessionManager(baseURL: url.deletingLastPathComponent(), configuration: .ephemeral)
+        let path = url.lastPathComponent
+        let expected = options.total
+        let counted = Counter()
+        let result = try await runRequests(total: 1, concurrency: 1) { _ in
+            var checker = EventChecker()
+            let events = api.events(.get, path, streamOptions: EventStreamOptions(reconnection: .never))
+            for try await event in events.decoding(BenchEvent.self, until: "[DONE]") {
+                try checker.check(event)
+            }
+            try checker.finish(expected: expected)
+            _ = counted.add(checker.count)
+        }
+        printResult(client: "courier", seconds: result.seconds, requests: result.requests, events: counted.value)
     }
 }
 

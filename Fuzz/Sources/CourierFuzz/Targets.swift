@@ -28,8 +28,9 @@ enum FuzzTargets {
     // MARK: Server-Sent Events
 
     /// The events do not depend on how the stream is cut into chunks (the first byte picks the
-    /// chunk size), nor does a refusal; an event's data holds no CR and stays within the
-    /// parser's limit, its ID holds no NUL.
+    /// chunk size), nor on which `feed` reads them (the whole stream byte by byte, the chunks
+    /// as `Data` scanned in place), nor does a refusal; an event's data holds no CR and stays
+    /// within the parser's limit, its ID holds no NUL.
     static func serverSentEvents(_ data: Data) {
         guard let first = data.first else { return }
         let bytes = Array(data.dropFirst())
@@ -40,7 +41,7 @@ enum FuzzTargets {
         var split: [ServerSentEvent]? = []
         let size = Int(first % 16) + 1
         for start in stride(from: 0, to: bytes.count, by: size) {
-            guard let events = try? pieces.feed(bytes[start..<min(start + size, bytes.count)]) else {
+            guard let events = try? pieces.feed(Data(bytes[start..<min(start + size, bytes.count)])) else {
                 split = nil
                 break
             }
@@ -53,6 +54,7 @@ enum FuzzTargets {
             fuzzCheck(!(event.id ?? "").contains("\0"), "a NUL in the id of \(event)")
         }
         fuzzCheck(whole.lastEventID == pieces.lastEventID || split == nil, "the last event IDs differ")
+        fuzzCheck(whole.isInsideEvent == pieces.isInsideEvent || split == nil, "one parser is inside an event")
     }
 
     // MARK: JSON

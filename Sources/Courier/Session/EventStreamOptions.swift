@@ -1,5 +1,6 @@
 import CourierSerialization
 import Foundation
+import HTTPTypes
 
 /// How an event stream (``HTTPSessionManager/events(_:parameters:headers:options:lastEventID:streamOptions:)``)
 /// reconnects, and how much of one line or event it holds.
@@ -29,13 +30,31 @@ public struct EventStreamOptions: Sendable, Hashable {
     /// The largest event accepted (bytes of data, type and ID); a larger one fails the
     /// stream with `responseTooLarge`. Default 8 MiB.
     public var maximumEventSize: Int
+    /// Which streams reconnect when their connection ends or drops. Default
+    /// ``Reconnection-swift.enum/idempotentMethods``: a `GET` does, a `POST` does not.
+    public var reconnection: Reconnection
+
+    /// Which event streams reconnect.
+    public enum Reconnection: Sendable, Hashable {
+        /// Streams whose method is idempotent (RFC 9110 section 9.2.2: `GET`, `HEAD`,
+        /// `OPTIONS`, `TRACE`, `PUT`, `DELETE`) reconnect; others, such as a model API's
+        /// `POST`, are sent once and end with the connection.
+        case idempotentMethods
+        /// Every stream reconnects, whatever its method (for a `POST` the server treats as
+        /// safe to send again), except one whose body is an `AsyncSequence`, which can be sent
+        /// once.
+        case always
+        /// No stream reconnects: the first connection's end is the stream's end.
+        case never
+    }
 
     /// Options; every value has its documented default unless given.
     public init(
         reconnectionDelay: Duration = .seconds(3), minimumReconnectionDelay: Duration = .milliseconds(250),
         maximumReconnectionDelay: Duration = .seconds(30), maximumReconnectionsWithoutEvents: Int = 10,
         maximumLineLength: Int = ServerSentEventParser.defaultMaximumLineLength,
-        maximumEventSize: Int = ServerSentEventParser.defaultMaximumEventSize
+        maximumEventSize: Int = ServerSentEventParser.defaultMaximumEventSize,
+        reconnection: Reconnection = .idempotentMethods
     ) {
         self.reconnectionDelay = reconnectionDelay
         self.minimumReconnectionDelay = minimumReconnectionDelay
@@ -43,6 +62,16 @@ public struct EventStreamOptions: Sendable, Hashable {
         self.maximumReconnectionsWithoutEvents = maximumReconnectionsWithoutEvents
         self.maximumLineLength = maximumLineLength
         self.maximumEventSize = maximumEventSize
+        self.reconnection = reconnection
+    }
+
+    /// Whether a stream sent with `method` reconnects.
+    func reconnects(_ method: HTTPRequest.Method) -> Bool {
+        switch reconnection {
+        case .always: true
+        case .never: false
+        case .idempotentMethods: [.get, .head, .options, .trace, .put, .delete].contains(method)
+        }
     }
 
     /// The delay before reconnection number `attempt` in a row without events (0 after a

@@ -29,77 +29,82 @@ extension HTTPSessionManager {
         _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
         options: RequestOptions = RequestOptions(), lastEventID: String? = nil,
         streamOptions: EventStreamOptions = EventStreamOptions()
-    ) -> AsyncThrowingStream<ServerSentEvent, any Error> {
-        AsyncThrowingStream { continuation in
-            let task = Task {
-                var lastEventID = lastEventID
-                var serverRetry: Duration?
-                var emptyInARow = 0
-                while !Task.isCancelled {
-                    var request = headers
-                    request["Accept"] = "text/event-stream"
-                    request["Cache-Control"] = "no-store"
-                    if let lastEventID, !lastEventID.isEmpty { request["Last-Event-ID"] = lastEventID }
-                    var parser = ServerSentEventParser(
-                        lastEventID: lastEventID, maximumLineLength: streamOptions.maximumLineLength,
-                        maximumEventSize: streamOptions.maximumEventSize)
-                    var delivered = false
-                    var lastFailure: CourierError?
-                    do {
-                        let (head, body) = try await self.stream(
-                            .get, path, parameters: parameters, headers: request, options: options)
-                        if head.status.code == 204 { break }
-                        let type =
-                            head.headerFields[.contentType]?.split(separator: ";").first?
-                            .trimmingCharacters(in: .whitespaces).lowercased() ?? ""
-                        guard type == "text/event-stream" else {
-                            throw CourierError.unacceptableContentType(
-                                .init(
-                                    response: head,
-                                    message: "An event stream needs Content-Type text/event-stream, not '\(type)'"))
-                        }
-                        for try await chunk in body {
-                            for event in try parser.feed(chunk) {
-                                delivered = true
-                                continuation.yield(event)
-                            }
-                        }
-                    } catch let error as CourierError where Self.reconnects(after: error) {
-                        lastFailure = error  // the connection dropped: reconnect below
-                    } catch {
-                        continuation.finish(throwing: Task.isCancelled ? CancellationError() : error)
-                        return
-                    }
-                    lastEventID = parser.lastEventID
-                    serverRetry = parser.retry ?? serverRetry
-                    emptyInARow = delivered ? 0 : emptyInARow + 1
-                    if emptyInARow > streamOptions.maximumReconnectionsWithoutEvents {
-                        continuation.finish(
-                            throwing: lastFailure
-                                ?? CourierError.connectionLost(
-                                    .init(
-                                        message:
-                                            "The event stream ended \(emptyInARow) times in a row without an event")))
-                        return
-                    }
-                    do {
-                        try await Task.sleep(
-                            for: streamOptions.delay(afterEmptyReconnections: emptyInARow, serverRetry: serverRetry))
-                    } catch {
-                        break
-                    }
-                }
-                continuation.finish()
-            }
-            continuation.onTermination = { _ in task.cancel() }
+    ) -> EventStream {
+        events(
+            .get, path, parameters: parameters, headers: headers, options: options, lastEventID: lastEventID,
+            streamOptions: streamOptions)
+    }
+
+    /// Server-Sent Events answering a request with any method: `parameters` go through the
+    /// ``requestSerializer`` (with a `JSONRequestSerializer`, a `POST`'s JSON body), as model
+    /// APIs stream their answers.
+    ///
+    /// ```swift
+    /// api.requestSerializer = JSONRequestSerializer()
+    /// let deltas = api.events(.post, "v1/chat/completions", parameters: ["model": "m", "stream": true])
+    ///     .decoding(ChatDelta.self, until: "[DONE]")
+    /// for try await delta in deltas { print(delta.text, terminator: "") }
+    /// ```
+    ///
+    /// Whether a stream reconnects depends on its method (``EventStreamOptions/reconnection``):
+    /// by default only idempotent requests (`GET`, `HEAD`, `OPTIONS`, `PUT`, `DELETE`) do, as in
+    /// ``events(_:parameters:headers:options:lastEventID:streamOptions:)``. A `POST` is sent
+    /// once: the pipeline's retries (the options' or the interceptors') may send it again only
+    /// before its response has begun; once an event has arrived, a broken connection ends the
+    /// stream with its error, and so does a stream that ends in the middle of an event
+    /// (`connectionLost`). A clean end after a whole event ends the sequence.
+    public nonisolated func events(
+        _ method: HTTPRequest.Method, _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
+        options: RequestOptions = RequestOptions(), lastEventID: String? = nil,
+        streamOptions: EventStreamOptions = EventStreamOptions()
+    ) -> EventStream {
+        eventStream(
+            method: method, resendable: true, headers: headers, lastEventID: lastEventID, streamOptions: streamOptions
+        ) { headers in
+            try self.streamingCall(method, path, parameters: parameters, body: nil, headers: headers, options: options)
         }
     }
 
-    /// Failures after which an event stream reconnects.
-    private nonisolated static func reconnects(after error: CourierError) -> Bool {
-        switch error {
-        case .connectionLost, .timedOut, .cannotConnect: true
-        default: false
+    /// ``events(_:_:parameters:headers:options:lastEventID:streamOptions:)-(_,_,JSON?,_,_,_,_)`` with `Encodable`
+    /// parameters, encoded with ``encoder`` and then serialized by the ``requestSerializer``.
+    public nonisolated func events<Parameters: Encodable & Sendable>(
+        _ method: HTTPRequest.Method, _ path: String, parameters: Parameters, headers: [String: String] = [:],
+        options: RequestOptions = RequestOptions(), lastEventID: String? = nil,
+        streamOptions: EventStreamOptions = EventStreamOptions()
+    ) -> EventStream {
+        eventStream(
+            method: method, resendable: true, headers: headers, lastEventID: lastEventID, streamOptions: streamOptions
+        ) { headers in
+            try self.streamingCall(
+                method, path, parameters: self.json(from: parameters), body: nil, headers: headers, options: options)
         }
+    }
+
+    /// ``events(_:_:parameters:headers:options:lastEventID:streamOptions:)-(_,_,JSON?,_,_,_,_)`` with a body given
+    /// as is (data, a file, an `AsyncSequence` of bytes, a multipart form). A body from an
+    /// `AsyncSequence` can be sent once, so such a stream never reconnects.
+    public nonisolated func events(
+        _ method: HTTPRequest.Method, _ path: String, body: UploadBody, headers: [String: String] = [:],
+        options: RequestOptions = RequestOptions(), lastEventID: String? = nil,
+        streamOptions: EventStreamOptions = EventStreamOptions()
+    ) -> EventStream {
+        eventStream(
+            method: method, resendable: body.canBeSentAgain, headers: headers, lastEventID: lastEventID,
+            streamOptions: streamOptions
+        ) { headers in
+            try self.streamingCall(method, path, parameters: nil, body: body, headers: headers, options: options)
+        }
+    }
+
+    /// The event stream of every `events` call: `makeCall` builds the request with the headers
+    /// of each connection (`Accept`, `Last-Event-ID`).
+    private nonisolated func eventStream(
+        method: HTTPRequest.Method, resendable: Bool, headers: [String: String], lastEventID: String?,
+        streamOptions: EventStreamOptions, makeCall: @escaping @Sendable ([String: String]) throws -> Call
+    ) -> EventStream {
+        EventStream(
+            connect: { headers in try await self.startedStream(makeCall(headers)) }, headers: headers,
+            lastEventID: lastEventID, options: streamOptions,
+            reconnects: resendable && streamOptions.reconnects(method))
     }
 }

@@ -61,6 +61,13 @@ public struct UploadBody: Sendable {
         return UploadBody(source: .content(.segments(form.segments)), contentType: form.contentType)
     }
 
+    /// Whether the body can be sent again (a reconnection): data, a file or a form can, the
+    /// bytes of an `AsyncSequence` cannot.
+    var canBeSentAgain: Bool {
+        if case .content(.stream) = source { return false }
+        return true
+    }
+
     /// The body the engine sends. Files are measured here, so that a missing one fails before
     /// anything is sent.
     func requestBody(compressed: Bool) throws(CourierError) -> RequestBody {
@@ -202,80 +209,5 @@ extension HTTPSessionManager {
             contentType: form.contentType, options: options)
         call.usesLargeBuffers = form.contentLength > 1 << 20
         return try await perform(call, serializer: serializer).value
-    }
-
-    // MARK: - Byte streams
-
-    /// Sends a request and returns as soon as the head of a successful response has arrived:
-    /// its status and headers, and the body as a `ByteStream` to iterate once, with the same
-    /// backpressure as ``bytes(_:_:parameters:headers:options:)``.
-    ///
-    /// ```swift
-    /// let (head, body) = try await api.stream(.get, "export")
-    /// print(head.headerFields[.contentType] ?? "")
-    /// for try await chunk in body { consume(chunk) }
-    /// ```
-    ///
-    /// A status outside 200..<300, or a failure before the head, throws here (after any
-    /// retries the options or the session's interceptors allow). Dropping `body` without
-    /// iterating it, or cancelling the task that iterates it, cancels the transfer.
-    public nonisolated func stream(
-        _ method: HTTPRequest.Method, _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
-        options: RequestOptions = RequestOptions()
-    ) async throws -> (HTTPResponse, ByteStream) {
-        let sink = StreamSink()
-        sink.wantsHead = true
-        let control = TaskControl()
-        bytes(method, path, parameters: parameters, headers: headers, options: options).start(sink, control)
-        let storage = ByteStream.IteratorStorage(sink: sink, control: control)
-        let head = try await withTaskCancellationHandler {
-            try await sink.head()
-        } onCancel: {
-            control.cancel()
-        }
-        return (head, ByteStream(started: storage))
-    }
-
-    /// The response body as an `AsyncSequence` of chunks, with backpressure (see
-    /// ``ByteStream``). The request is sent when iteration starts.
-    public nonisolated func bytes(
-        _ method: HTTPRequest.Method, _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
-        options: RequestOptions = RequestOptions()
-    ) -> ByteStream {
-        var call = Call(method: method, path: path, parameters: parameters, headers: headers, options: options)
-        call.usesLargeBuffers = true
-        let finalCall = call
-        return ByteStream { sink, control in self.startStreaming(finalCall, into: sink, control: control) }
-    }
-
-    /// Starts `call` in a task of its own, its body going to `sink` (with backpressure) and
-    /// the transfer to `control`; a status outside 200..<300 fails it (in the pipeline, where
-    /// a retry policy sees it).
-    nonisolated func startStreaming(_ call: Call, into sink: StreamSink, control: TaskControl) {
-        Task {
-            do {
-                let raw = try await self.performRaw(
-                    call, reporters: control.reporters, sink: sink,
-                    register: { transfer in
-                        sink.setResumeReceiving { [weak transfer] in
-                            guard let transfer else { return }
-                            transfer.resumeReceiving()
-                        }
-                        control.attach(transfer)
-                    }, serialize: Self.requireSuccess)
-                sink.finish(raw: raw, error: nil)
-            } catch {
-                control.reporters.finish(succeeded: false)
-                sink.finish(raw: nil, error: error)
-            }
-        }
-    }
-
-    /// Fails a response whose status is outside 200..<300 (in the pipeline, where a retry
-    /// policy sees it).
-    nonisolated static func requireSuccess(_ raw: RawResponse) throws {
-        guard (200..<300).contains(raw.status.code) else {
-            throw CourierError.unacceptableStatusCode(raw.errorContext("Unacceptable status code \(raw.status.code)"))
-        }
     }
 }
