@@ -39,7 +39,7 @@ import Testing
     static func runBlocking(
         _ executable: URL, _ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:]
     ) throws -> Run {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = executable
         process.arguments = arguments
         if let directory { process.currentDirectoryURL = directory }
@@ -220,7 +220,7 @@ import Testing
     @Test func anNDJSONBodyIsPrintedAsItArrives() async throws {
         let fault = try await TestServers.fault()
         let name = "cli-ndjson-\(UUID().uuidString.prefix(8))"
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = Self.courierBinary
         process.arguments = [fault.appendingPathComponent("ndjson/\(name)").absoluteString]
         let out = Pipe()
@@ -247,7 +247,7 @@ import Testing
     @Test func aChatCompletionIsPrintedAsItStreams() async throws {
         let fault = try await TestServers.fault()
         let name = "cli-chat-\(UUID().uuidString.prefix(8))"
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = Self.courierBinary
         process.arguments = [
             "POST", fault.appendingPathComponent("v1/chat/completions").absoluteString + "?hold=\(name)",
@@ -454,7 +454,7 @@ extension CLITests {
     static func courierUntil(
         written bytes: Int, limit: Duration = .seconds(60), _ arguments: [String]
     ) async throws -> (written: Int, peakMiB: Int) {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = courierBinary
         process.arguments = arguments
         let out = Pipe()

@@ -184,7 +184,7 @@ import Testing
         #expect(!request.cURLDescription(body: body).contains("s3cret"))
 
         let command = request.cURLDescription(body: body, revealingSecrets: true)
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", command + " --silent"]
         let output = Pipe()

@@ -81,7 +81,7 @@ import Testing
         let base64 = try #require(text.split(separator: ",", maxSplits: 1).last)
         let compressed = try #require(Data(base64Encoded: String(base64)))
         let file = try UploadTests.temporaryFile(compressed)
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "gunzip -c < '\(file.path)'"]
         let pipe = Pipe()

@@ -14,10 +14,9 @@ final class HelperProcess: Sendable {
         return (running ?? bundle).deletingLastPathComponent().appendingPathComponent("CourierTestHelper")
     }
 
-    /// `Process` is not `Sendable`; this one is only asked for its pid, whether it runs and its
-    /// status, which Foundation guards with its own lock.
+    /// The child, asked only for its pid, whether it runs and its status (under its lock).
     private struct Handle: @unchecked Sendable {
-        let process: Process
+        let process: ChildProcess
     }
 
     private let handle: Handle
@@ -26,7 +25,7 @@ final class HelperProcess: Sendable {
 
     /// Starts the helper with `arguments`; `environment` entries replace the test's own.
     init(_ arguments: [String], environment: [String: String] = [:]) throws {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = Self.executable
         process.arguments = arguments
         var inherited = ProcessInfo.processInfo.environment

@@ -138,7 +138,7 @@ actor TestServers {
     private static func launchBlocking(
         _ executable: URL, _ arguments: [String]
     ) throws -> (DedicatedServer.Handle, [String]) {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = executable
         process.arguments = arguments + ["--parent-pid", String(getpid())]
         let output = Pipe()
@@ -166,15 +166,14 @@ actor TestServers {
 
 /// A server one test owns.
 struct DedicatedServer: Sendable {
-    /// A launcher process. `Process` is not `Sendable`; this one is only asked to terminate
-    /// and whether it still runs, which Foundation guards with its own lock.
+    /// A launcher process, asked only to terminate and whether it still runs (under its lock).
     struct Handle: @unchecked Sendable {
-        let process: Process
+        let process: ChildProcess
     }
 
     let url: URL
     fileprivate let handle: Handle
-    private var process: Process { handle.process }
+    private var process: ChildProcess { handle.process }
 
     fileprivate init(url: URL, process: Handle) {
         self.url = url
