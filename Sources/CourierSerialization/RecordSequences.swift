@@ -232,10 +232,11 @@ where Base.Element == ServerSentEvent {
 
     /// Iterates the decoded events.
     public struct Iterator: AsyncIteratorProtocol {
-        var base: Base.AsyncIterator
+        /// The events under it; let go at the end (at the sentinel: the stream under it, and
+        /// its connection, end then, not when this iterator goes away).
+        var base: Base.AsyncIterator?
         let sentinel: String?
         let decoder: JSONDecoder
-        private var done = false
         private var count = 0
 
         init(base: Base.AsyncIterator, sentinel: String?, decoder: JSONDecoder) {
@@ -246,9 +247,16 @@ where Base.Element == ServerSentEvent {
 
         /// The next event's data, decoded; nil at the sentinel or at the end of the stream.
         public mutating func next() async throws -> Value? {
-            guard !done else { return nil }
-            guard let event = try await base.next() else {
-                done = true
+            guard base != nil else { return nil }
+            let event: ServerSentEvent?
+            do {
+                event = try await base?.next()
+            } catch {
+                base = nil
+                throw error
+            }
+            guard let event else {
+                base = nil
                 if let sentinel {
                     throw CourierError.connectionLost(
                         .init(message: "The event stream ended after \(count) events, before its '\(sentinel)'"))
@@ -256,13 +264,18 @@ where Base.Element == ServerSentEvent {
                 return nil
             }
             if let sentinel, event.data == sentinel {
-                done = true
+                base = nil
                 return nil
             }
             count += 1
-            return try JSONElementDecoding.decode(
-                Value.self, from: Data(event.data.utf8), decoder: decoder,
-                what: "Event \(count) ('\(event.event)')")
+            do {
+                return try JSONElementDecoding.decode(
+                    Value.self, from: Data(event.data.utf8), decoder: decoder,
+                    what: "Event \(count) ('\(event.event)')")
+            } catch {
+                base = nil  // a failed sequence ends, and lets its stream go
+                throw error
+            }
         }
     }
 }

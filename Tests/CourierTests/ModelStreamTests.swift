@@ -94,6 +94,24 @@ import Testing
         #expect(text == Self.sentence.split(separator: " ").map { $0 + " " }.joined())
     }
 
+    /// The sentinel ends the transfer at once, while the iterator is still held: a server that
+    /// keeps the response open after `[DONE]` does not keep the connection.
+    @Test func theSentinelLetsTheConnectionGo() async throws {
+        let api = try await Self.modelAPI()
+        var deltas = api.events(.post, "v1/chat/completions?linger=1", parameters: Self.chat("one two"))
+            .decoding(ChatDelta.self, until: "[DONE]").makeAsyncIterator()
+        #expect(try await deltas.next()?.text == "one ")
+        #expect(try await deltas.next()?.text == "two ")
+        #expect(try await deltas.next() == nil)
+        let group = try EngineGroupTests.group(api)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while group.engines.contains(where: { $0.load > 0 }), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(group.engines.allSatisfy { $0.load == 0 })
+        #expect(try await deltas.next() == nil)
+    }
+
     /// The raw events keep what the server sent: the `event:` type and the data's two lines.
     @Test func theEventsOfAPostKeepTheirTypesAndLines() async throws {
         let api = try await Self.modelAPI()

@@ -1256,7 +1256,8 @@ def route_chat(conn: Conn, req: Request) -> bool:
     `data: [DONE]` and the end (connection closed).  With `hold=NAME`, nothing after the first
     event until `/release/NAME` (60 s at most).  With `cut=N`: after N events, half an event,
     and the connection dropped (no terminating chunk; with `clean=1`, the terminating chunk
-    first: the body ends cleanly, inside an event)."""
+    first: the body ends cleanly, inside an event).  With `linger=1`, the response stays open
+    after `[DONE]` (until the client closes, 600 s at most)."""
     body = read_json_body(conn, req)
     status = req.int_param("status", 0)
     if status:
@@ -1297,6 +1298,10 @@ def route_chat(conn: Conn, req: Request) -> bool:
         if index == 0 and hold:
             held_event(hold).wait(60)
     time.sleep(pause)
+    if req.params.get("linger") == "1":
+        conn.send(chunk(b"data: [DONE]\n\n"))
+        conn.hold_open()
+        raise ConnectionDone()
     conn.send(chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
     return False
 
