@@ -27,6 +27,16 @@ package enum CurlRuntime {
     /// (`deflate, gzip, br, zstd` for Debian's); empty when none.
     static let contentEncodings = String(cString: courier_content_encodings())
 
+    /// The codings of `Content-Encoding` and `Transfer-Encoding` that libcurl decodes (lower
+    /// case): its content encodings, their aliases, `identity` and `chunked`. A response in
+    /// any other coding is handed on undecoded (see `Transfer.passesCodingsThroughIfUnknown`).
+    static let decodableCodings: Set<Substring> = {
+        var names = Set(contentEncodings.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces)[...] })
+        if names.contains("gzip") { names.insert("x-gzip") }
+        names.formUnion(["identity", "chunked"])
+        return names
+    }()
+
     /// libcurl's built-in CA bundle file (`CURLINFO_CAINFO`, e.g.
     /// `/etc/ssl/certs/ca-certificates.crt`) when it exists; nil otherwise.
     ///

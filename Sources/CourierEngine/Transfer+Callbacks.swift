@@ -57,6 +57,7 @@ extension Transfer {
         case .complete:
             guard !head.isInterim else { return line.count }
         }
+        passesCodingsThroughIfUnknown()
         current.observer?.transferReceivedHead(head, for: current.head)
         awaitingAuthRetry = false
         if head.statusCode == 401 || head.statusCode == 407, hasCredential(forStatus: head.statusCode) {
@@ -82,6 +83,30 @@ extension Transfer {
         reporters?.download.update(
             completedBytes: progressOffset, totalBytes: expectedBytes.map { $0 + progressOffset })
         return line.count
+    }
+
+    /// A response in a coding libcurl cannot decode (`Content-Encoding: foo`, or a
+    /// `Transfer-Encoding` other than chunked and the compressions) is handed on as it came,
+    /// with its `Content-Encoding` kept, as browsers do: libcurl would fail the transfer with
+    /// "Unrecognized content encoding type" at the first body byte. libcurl reads the decoding
+    /// switch when body bytes arrive (7.88: `readwrite_data` and the chunk parser test
+    /// `http_ce_skip`), so turning it off here, after the head, takes effect for this body.
+    /// Only the codings are checked that libcurl would apply; the switch is turned on again for
+    /// the next response of the transfer and before the handle is reused (`EasyHandlePool`).
+    private func passesCodingsThroughIfUnknown() {
+        var undecodable = false
+        if head.hasContentEncoding || head.hasTransferCoding, let easy {
+            let codings = (head.values(of: "content-encoding") + head.values(of: "transfer-encoding"))
+                .lazy.flatMap { $0.split(separator: ",") }
+                .map { $0.trimmingCharacters(in: .whitespaces).lowercased()[...] }
+            undecodable = codings.contains { !$0.isEmpty && !CurlRuntime.decodableCodings.contains($0) }
+            if undecodable != decodingOff {
+                courier_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, undecodable ? 0 : 1)
+            }
+        } else if decodingOff, let easy {
+            courier_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 1)
+        }
+        decodingOff = undecodable
     }
 
     /// Whether libcurl holds a credential that answers this 401 (server) or 407 (proxy).

@@ -42,6 +42,9 @@ final class Transfer: @unchecked Sendable {
     /// The handle last ran a plain transfer with the same options: only per-request options
     /// need setting (see `EasyHandlePool`).
     @EngineConfined var handleIsClean = false
+    /// libcurl's content decoding is off for the current response (a coding it cannot decode:
+    /// `passesCodingsThroughIfUnknown`); turned on again before the handle is reused.
+    @EngineConfined var decodingOff = false
     /// The request of the current hop (redirects change URL, method, body and some headers).
     @EngineConfined var current: TransferRequest {
         didSet { hop = HopSettings(current) }

@@ -16,9 +16,19 @@ struct CacheLookup: Sendable {
     /// Whether the cache may hold a response for `key` (it was not looked at, or it had one):
     /// only then does a `no-store` answer need to take the lock and remove it.
     private var mayHoldStored = false
-    /// The request's own `Cache-Control: no-cache`: the stored entry must be validated, this
-    /// time (the entry itself is not changed).
-    private var requestsValidation = false
+    /// The request's own `Cache-Control` directives (`no-cache` also from `Pragma`): they
+    /// decide, this time, whether the stored entry may be used without validation.
+    private var requestControl: CacheControl?
+    /// For a request with an unsafe method: the cache whose stored responses for the target
+    /// URI (and the `Location` and `Content-Location` of the same origin) a successful
+    /// response invalidates (RFC 9111 section 4.4).
+    private var invalidating: HTTPCache?
+    /// For a `HEAD`: the cache whose stored `GET` response a `200` updates (RFC 9111 section
+    /// 4.3.5).
+    private var updatingFromHead: HTTPCache?
+    /// A stale entry served under `stale-while-revalidate`: the pipeline revalidates it in the
+    /// background (RFC 5861 section 3).
+    private(set) var revalidatesInBackground = false
 
     /// What `cache` (the session's, if any) can do for `request` under `policy`; `lifetime`
     /// overrides the response's own.
@@ -31,12 +41,20 @@ struct CacheLookup: Sendable {
         self.urlString = urlString
         self.lifetime = lifetime
         // Only GETs of data tasks, without `Cache-Control: no-store` in the request; anything
-        // else (and any session without a cache) pays for nothing more here.
+        // else (and any session without a cache) pays for nothing more here, except that an
+        // unsafe method may invalidate what is stored.
         guard let sessionCache, sink == nil, body == nil, request.method == .get else {
             cache = nil
+            if let sessionCache, sessionCache.count != 0 {
+                if !Self.safeMethods.contains(request.method) {
+                    invalidating = sessionCache
+                } else if request.method == .head, sink == nil, body == nil {
+                    updatingFromHead = sessionCache
+                }
+            }
             return
         }
-        let requestControl = CacheControl(request.headerFields[values: .cacheControl])
+        var requestControl = CacheControl(request.headerFields[values: .cacheControl])
         cache = requestControl.noStore ? nil : sessionCache
         guard let cache else { return }
         guard policy != .reloadIgnoringCacheData else {
@@ -48,13 +66,37 @@ struct CacheLookup: Sendable {
             mayHoldStored = true
             if stored.matchesVary(request) {
                 entry = stored
-                requestsValidation = requestControl.noCache
+                if request.headerFields[.cacheControl] == nil,
+                    request.headerFields[values: HTTPField.Name("Pragma")!].contains(where: {
+                        $0.lowercased().contains("no-cache")
+                    })
+                {
+                    requestControl.noCache = true  // RFC 9111 section 5.4
+                }
+                self.requestControl = requestControl
             }
         }
     }
 
-    /// A response from the cache without any load, when the policy and freshness allow.
-    func answerWithoutLoading() throws(CourierError) -> RawResponse? {
+    /// The methods that change nothing on the server (RFC 9110 section 9.2.1).
+    private static let safeMethods: Set<HTTPRequest.Method> = [.get, .head, .options, .trace]
+
+    /// A response from the cache without any load, when the policy and freshness allow; a
+    /// stale one within its `stale-while-revalidate` window sets `revalidatesInBackground`.
+    mutating func answerWithoutLoading() throws(CourierError) -> RawResponse? {
+        let answer = try storedAnswer()
+        if answer == nil, policy == .useProtocolCachePolicy || policy == .returnCacheDataOnError, let entry,
+            requestControl?.noCache != true, requestControl?.maxAge == nil, revalidates,
+            let window = entry.control.staleWhileRevalidate, !entry.control.mustRevalidate,
+            entry.staleness() <= window
+        {
+            revalidatesInBackground = true
+            return raw(from: entry, source: .cache)
+        }
+        return answer
+    }
+
+    private func storedAnswer() throws(CourierError) -> RawResponse? {
         guard cache != nil else { return nil }
         switch policy {
         case .returnCacheDataDontLoad:
@@ -66,8 +108,8 @@ struct CacheLookup: Sendable {
         case .returnCacheDataElseLoad:
             return entry.map { raw(from: $0, source: .cache) }
         case .useProtocolCachePolicy, .returnCacheDataOnError:
-            guard let entry, !requestsValidation, entry.isFresh() else { return nil }
-            return raw(from: entry, source: .cache)
+            guard let entry, requestControl?.noCache != true else { return nil }
+            return entry.isUsable(for: requestControl) ? raw(from: entry, source: .cache) : nil
         case .reloadIgnoringCacheData:
             return nil
         }
@@ -99,7 +141,8 @@ struct CacheLookup: Sendable {
     /// `must-revalidate`. (Not inlined, as `absorb`.)
     @inline(never)
     func fallback(after error: CourierError) -> RawResponse? {
-        guard policy == .returnCacheDataOnError, let entry, !entry.control.mustRevalidate else { return nil }
+        guard let entry, !entry.control.mustRevalidate, policy == .returnCacheDataOnError || withinStaleIfError(entry)
+        else { return nil }
         switch error {
         case .cannotConnect, .cannotResolveHost, .timedOut, .connectionLost, .tls, .transport, .invalidResponse:
             return raw(from: entry, source: .cache)
@@ -108,8 +151,16 @@ struct CacheLookup: Sendable {
         }
     }
 
+    /// Whether the response said `stale-if-error` and is stale by no more than it allows
+    /// (RFC 5861 section 4): then a failed load, or a 500, 502, 503 or 504, gets the stored
+    /// response under the default policy too.
+    private func withinStaleIfError(_ entry: CachedResponse) -> Bool {
+        guard policy == .useProtocolCachePolicy, let window = entry.control.staleIfError else { return false }
+        return entry.staleness() <= window
+    }
+
     /// Whether the response will go through the cache (and needs the request's time).
-    var usesCache: Bool { cache != nil }
+    var usesCache: Bool { cache != nil || updatingFromHead != nil }
 
     /// After the load: a 304 refreshes and returns the stored response; a storable response
     /// is stored (replacing an older one); anything else passes through. Not inlined: its
@@ -117,8 +168,17 @@ struct CacheLookup: Sendable {
     /// lives as long as the request.
     @inline(never)
     mutating func absorb(_ response: RawResponse, requestTime: Date) -> RawResponse {
+        if let invalidating {
+            invalidate(in: invalidating, after: response)
+            return response
+        }
+        if let updatingFromHead {
+            update(in: updatingFromHead, from: response, requestTime: requestTime)
+            return response
+        }
         guard let cache else { return response }
-        if response.status.code == 304, revalidates, let stored = entry {
+        let code = response.status.code
+        if code == 304, revalidates, let stored = entry {
             var entry = stored
             let now = Date()
             entry.update(with: response.response, requestTime: requestTime, responseTime: now)
@@ -135,32 +195,78 @@ struct CacheLookup: Sendable {
             answer.metrics = response.metrics
             return answer
         }
+        if [500, 502, 503, 504].contains(code), let entry, !entry.control.mustRevalidate, withinStaleIfError(entry) {
+            return raw(from: entry, source: .cache)
+        }
         // Decided from the status and a few fields read from the recorded head: the whole
         // `HTTPResponse` is built only for a response that is stored (this runs for every GET).
-        guard CachedResponse.storableStatuses.contains(response.status.code) else { return response }
+        guard code >= 200, code != 206, code != 304 else { return response }
         let head = response.head
         let control = CacheControl(head.values(of: .cacheControl))
-        if control.noStore {
+        if control.noStore, !control.mustUnderstand || !CachedResponse.understoodStatuses.contains(code) {
             if mayHoldStored { cache.remove(key) }  // an older stored answer goes too
             return response
         }
         let varyAll = CacheControl.varyNames(head.values(of: .vary)).contains("*")
         let authorized = request.headerFields[.authorization] != nil
-        let hasFreshnessOrValidator =
-            control.maxAge != nil || lifetime != nil || head.lastValue(of: .expires) != nil
-            || head.lastValue(of: .eTag) != nil || head.lastValue(of: .lastModified) != nil
-        guard !varyAll, !authorized || control.isPublic || control.mustRevalidate, hasFreshnessOrValidator else {
+        let explicitFreshness = control.maxAge != nil || lifetime != nil || head.lastValue(of: .expires) != nil
+        let storable =
+            explicitFreshness
+            || (CachedResponse.heuristicStatuses.contains(code)
+                && (head.lastValue(of: .eTag) != nil || head.lastValue(of: .lastModified) != nil))
+        guard !varyAll, !authorized || control.isPublic || control.mustRevalidate, storable else {
             return response
         }
         cache.store(
             CachedResponse(
-                key: key, response: response.response, body: response.data, request: request, requestTime: requestTime,
-                responseTime: Date(), lifetimeOverride: lifetime))
+                key: key, response: CachedResponse.storedHead(of: response.response, control: control),
+                body: response.data, request: request, requestTime: requestTime, responseTime: Date(),
+                lifetimeOverride: lifetime))
         return response
     }
 
+    /// RFC 9111 section 4.4: a non-error response to an unsafe method invalidates the stored
+    /// responses of the target URI, and of its `Location` and `Content-Location` when they
+    /// have the target's origin (another origin's entries are not the server's to drop).
+    private func invalidate(in cache: HTTPCache, after response: RawResponse) {
+        guard (200..<400).contains(response.status.code) else { return }
+        cache.remove(HTTPCache.key(method: .get, url: urlString))
+        guard let target = URL(string: urlString) else { return }
+        let head = response.head
+        for reference in [head.lastValue(of: .location), head.lastValue(of: .contentLocation)] {
+            guard let reference, let url = URL(string: reference, relativeTo: target)?.absoluteURL,
+                url.scheme?.lowercased() == target.scheme?.lowercased(),
+                HostName.of(url) == HostName.of(target), url.port == target.port
+            else { continue }
+            cache.remove(HTTPCache.key(method: .get, url: url.absoluteString))
+        }
+    }
+
+    /// RFC 9111 section 4.3.5: a `200` to a `HEAD` updates the stored `GET` response's fields
+    /// as a `304` would, unless its validators or length say it describes another
+    /// representation; then the stored one is out of date and goes.
+    private func update(in cache: HTTPCache, from response: RawResponse, requestTime: Date) {
+        guard response.status.code == 200 else { return }
+        let key = HTTPCache.key(method: .get, url: urlString)
+        guard var entry = cache.entry(for: key), entry.matchesVary(request) else { return }
+        let head = response.response.headerFields
+        let stored = entry.response.headerFields
+        for name in [HTTPField.Name.eTag, .lastModified, .contentLength] {
+            if let new = head[name], let old = stored[name], new != old {
+                cache.remove(key)
+                return
+            }
+        }
+        entry.update(with: response.response, requestTime: requestTime, responseTime: Date())
+        if entry.control.noStore { cache.remove(key) } else { cache.store(entry) }
+    }
+
+    /// The stored response as an answer, with its current `Age` (RFC 9111 section 4.2.3: a
+    /// response from the cache says how old it is).
     private func raw(from entry: CachedResponse, source: ResponseSource) -> RawResponse {
-        var raw = RawResponse(request: request, response: entry.response, data: entry.body)
+        var response = entry.response
+        response.headerFields[.age] = String(Int(max(0, entry.currentAge()).rounded(.down)))
+        var raw = RawResponse(request: request, response: response, data: entry.body)
         raw.source = source
         return raw
     }

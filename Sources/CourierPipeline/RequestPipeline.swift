@@ -383,7 +383,8 @@ package final class RequestPipeline: Sendable {
     private func plan(
         _ prepared: PreparedRequest, adapted: HTTPRequest, requestID: UInt64, attempt: Int, retryable: Bool,
         reporters: TransferReporters?, sink: (any ResponseSink)?,
-        register: (@Sendable (any TransportTransfer) -> Void)?, observation: RequestObservation?
+        register: (@Sendable (any TransportTransfer) -> Void)?, observation: RequestObservation?,
+        inBackground: Bool = false
     ) throws -> AttemptPlan {
         let body = prepared.body
         var adapted = adapted
@@ -391,12 +392,13 @@ package final class RequestPipeline: Sendable {
             adapted.url = upgraded
         }
         let urlString = try RequestBuilding.urlString(of: adapted)
-        let cacheLookup = CacheLookup(
+        var cacheLookup = CacheLookup(
             cache: cache, policy: prepared.call.options.cachePolicy ?? cachePolicy,
             lifetime: prepared.call.options.cacheLifetime,
             request: adapted, urlString: urlString, body: body, sink: sink)
-        if let answer = try cacheLookup.answerWithoutLoading() {
+        if !inBackground, let answer = try cacheLookup.answerWithoutLoading() {
             monitors?.emit(requestID, .attemptStarted(adapted, attempt: attempt))
+            if cacheLookup.revalidatesInBackground { revalidateInBackground(prepared, adapted: adapted) }
             return .answered(Answer(answer))
         }
         var authentication = storedCredentials(for: urlString)
@@ -434,6 +436,22 @@ package final class RequestPipeline: Sendable {
             requestTime: requestTime)
         state.observation = observed
         return .send(state)
+    }
+
+    /// Revalidates a stale response that was just served under `stale-while-revalidate`
+    /// (RFC 5861 section 3): a conditional request of its own, whose answer updates or
+    /// replaces the stored response. Nobody waits for it; a failure leaves the entry as it was.
+    private func revalidateInBackground(_ prepared: PreparedRequest, adapted: HTTPRequest) {
+        Task {
+            let requestID = lastRequestID.add(1, ordering: .relaxed).newValue
+            guard
+                case .send(let state) = try self.plan(
+                    prepared, adapted: adapted, requestID: requestID, attempt: 1, retryable: false, reporters: nil,
+                    sink: nil, register: nil, observation: nil, inBackground: true)
+            else { return }
+            try await self.send(state)
+            _ = state.absorbed()
+        }
     }
 
     /// What the next transfer must add for `sink` to take it (nothing without a sink); nil

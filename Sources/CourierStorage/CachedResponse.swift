@@ -14,9 +14,41 @@ package struct CachedResponse: Sendable {
     var varying: [String: String?]
     var lifetimeOverride: Double?
 
-    /// The statuses a response may be stored with (RFC 9110 section 15.1, heuristically
-    /// cacheable ones).
-    package static let storableStatuses: Set<Int> = [200, 203, 204, 300, 301, 404, 405, 410, 414, 501]
+    /// The statuses that are heuristically cacheable (RFC 9110 section 15.1): a response with
+    /// one of them may be stored without explicit freshness (with a validator, or
+    /// `Last-Modified` for a heuristic lifetime). A response with any other final status is
+    /// stored only with explicit freshness (`max-age`, `Expires`, or the caller's lifetime).
+    /// `206` is never stored: Courier keeps whole responses only.
+    package static let heuristicStatuses: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501]
+
+    /// The statuses whose meaning Courier knows (those RFC 9110 defines), for `must-understand`.
+    package static let understoodStatuses: Set<Int> = Set(
+        [200, 201, 202, 203, 204, 205, 300, 301, 302, 303, 304, 307, 308, 421, 422, 426]
+            + Array(400...417) + Array(500...505))
+
+    /// Fields that describe a connection, not the response (RFC 9110 section 7.6.1) and the
+    /// proxy-only ones: never stored, nor taken from a `304` (RFC 9111 section 3.1).
+    package static let hopByHopFields: Set<String> = [
+        "connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade", "proxy-authenticate",
+        "proxy-authentication-info", "proxy-authorization",
+    ]
+
+    /// `response` as the cache keeps it: without hop-by-hop fields, the fields `Connection`
+    /// names, and the fields `no-cache="..."` or `private="..."` name.
+    package static func storedHead(of response: HTTPResponse, control: CacheControl) -> HTTPResponse {
+        var omitted = hopByHopFields.union(control.omittedFields)
+        for value in response.headerFields[values: .connection] {
+            for name in value.split(separator: ",") {
+                omitted.insert(name.trimmingCharacters(in: .whitespaces).lowercased())
+            }
+        }
+        guard response.headerFields.contains(where: { omitted.contains($0.name.canonicalName) }) else {
+            return response
+        }
+        var stored = response
+        stored.headerFields = HTTPFields(response.headerFields.filter { !omitted.contains($0.name.canonicalName) })
+        return stored
+    }
 
     package init(
         key: String, response: HTTPResponse, body: Data, request: HTTPRequest, requestTime: Date, responseTime: Date,
@@ -92,6 +124,8 @@ package struct CachedResponse: Sendable {
 
     /// The 304's header fields replace the stored ones of the same name (RFC 9111 section 3.2).
     package mutating func update(with notModified: HTTPResponse, requestTime: Date, responseTime: Date) {
+        let notModified = Self.storedHead(
+            of: notModified, control: CacheControl(notModified.headerFields[values: .cacheControl]))
         for name in Set(notModified.headerFields.map(\.name)) where name != .contentLength {
             response.headerFields[values: name] = notModified.headerFields[values: name]
         }
@@ -105,23 +139,58 @@ package struct CachedResponse: Sendable {
 
     /// Usable without contacting the server at `now`.
     package func isFresh(now: Date = Date()) -> Bool {
+        isUsable(for: nil, now: now)
+    }
+
+    /// Usable without contacting the server at `now` for a request with the `Cache-Control`
+    /// directives `request` (RFC 9111 sections 4.2 and 5.2.1): `max-age`, `min-fresh` and
+    /// `max-stale` of the request move the line; `no-cache` of the response always validates,
+    /// and `must-revalidate` refuses any staleness.
+    package func isUsable(for request: CacheControl?, now: Date = Date()) -> Bool {
         let control = self.control
         guard !control.noCache else { return false }
+        let (lifetime, age) = freshness(control: control, now: now)
+        if let request {
+            if let maxAge = request.maxAge, maxAge == 0 || age > maxAge { return false }
+            if let minFresh = request.minFresh, lifetime - age < minFresh { return false }
+            if lifetime <= age, let maxStale = request.maxStale, !control.mustRevalidate {
+                return age - lifetime <= maxStale
+            }
+        }
+        return lifetime > age
+    }
+
+    /// How many seconds past its freshness lifetime the response is at `now` (negative while
+    /// it is fresh).
+    package func staleness(now: Date = Date()) -> TimeInterval {
+        let (lifetime, age) = freshness(control: control, now: now)
+        return age - lifetime
+    }
+
+    /// The response's age at `now` (RFC 9111 section 4.2.3): what a response served from the
+    /// cache carries in `Age`.
+    package func currentAge(now: Date = Date()) -> TimeInterval {
+        freshness(control: control, now: now).age
+    }
+
+    private func freshness(control: CacheControl, now: Date) -> (lifetime: TimeInterval, age: TimeInterval) {
         let date = response.headerFields[.date].flatMap(HTTPDate.parse) ?? responseTime
-        return freshnessLifetime(control: control, date: date) > currentAge(date: date, now: now)
+        return (freshnessLifetime(control: control, date: date), currentAge(date: date, now: now))
     }
 
     private func freshnessLifetime(control: CacheControl, date: Date) -> TimeInterval {
         if let lifetimeOverride { return lifetimeOverride }
         if let maxAge = control.maxAge { return maxAge }
         let fields = response.headerFields
-        if let expires = fields[.expires] {
-            guard let expiry = HTTPDate.parse(expires) else { return 0 }  // invalid: already expired
+        let expires = fields[values: .expires]
+        if !expires.isEmpty {
+            // Section 5.3: an invalid date (and so two different ones) means already expired.
+            guard expires.count == 1, let expiry = HTTPDate.parseStrict(expires[0]) else { return 0 }
             return expiry.timeIntervalSince(date)
         }
         // Heuristic freshness (section 4.2.2): a tenth of the time since the last modification.
         if let lastModified = fields[.lastModified].flatMap(HTTPDate.parse),
-            [200, 203, 204, 300, 301, 404, 410].contains(response.status.code)
+            Self.heuristicStatuses.contains(response.status.code)
         {
             return max(0, date.timeIntervalSince(lastModified) / 10)
         }
@@ -130,11 +199,25 @@ package struct CachedResponse: Sendable {
 
     /// Section 4.2.3, with `date` the response's `Date` (or its arrival).
     private func currentAge(date: Date, now: Date) -> TimeInterval {
-        let ageValue = response.headerFields[.age].flatMap(TimeInterval.init) ?? 0
+        let ageValue = Self.ageValue(response.headerFields[values: .age])
         let apparentAge = max(0, responseTime.timeIntervalSince(date))
         let responseDelay = responseTime.timeIntervalSince(requestTime)
         let correctedInitialAge = max(apparentAge, ageValue + responseDelay)
         return correctedInitialAge + now.timeIntervalSince(responseTime)
+    }
+
+    /// The `Age` a response arrived with (section 5.1): the first value of the first field, as
+    /// delta-seconds (digits only, parameters after `;` ignored; too large is 2^31). A value
+    /// that is not a number (`abc`, `-7200`, `7200.0`) is ignored, as if absent.
+    package static func ageValue(_ values: [String]) -> TimeInterval {
+        guard let first = values.first?.split(separator: ",", omittingEmptySubsequences: false).first else { return 0 }
+        let number = first.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces)
+        guard !number.isEmpty, number.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+            return 0
+        }
+        var seconds = 0
+        for byte in number.utf8 { seconds = min(seconds * 10 + Int(byte - UInt8(ascii: "0")), 1 << 31) }
+        return TimeInterval(seconds)
     }
 
     package var validators: (etag: String?, lastModified: String?) {
@@ -142,13 +225,31 @@ package struct CachedResponse: Sendable {
     }
 }
 
-/// The directives of `Cache-Control` that Courier acts on (RFC 9111 section 5.2).
+/// The directives of `Cache-Control` that Courier acts on (RFC 9111 section 5.2, RFC 5861).
 package struct CacheControl {
     package var maxAge: TimeInterval?
     package var noStore = false
+    /// `no-cache` without field names: the whole response must be validated before each use.
     package var noCache = false
+    /// The field names of `no-cache="..."` and `private="..."`: the response may be stored and
+    /// reused, but without these fields (RFC 9111 sections 5.2.2.4 and 5.2.2.7).
+    package var omittedFields: [String] = []
     package var mustRevalidate = false
     package var isPublic = false
+    /// `must-understand`: a cache that understands the status may store the response despite
+    /// `no-store` (RFC 9111 section 5.2.2.3).
+    package var mustUnderstand = false
+    /// `stale-while-revalidate`: how long past its freshness the response may still be served
+    /// while it is revalidated in the background (RFC 5861 section 3).
+    package var staleWhileRevalidate: TimeInterval?
+    /// `stale-if-error`: how long past its freshness the response may be served when a load
+    /// fails (RFC 5861 section 4).
+    package var staleIfError: TimeInterval?
+    /// Request directives (RFC 9111 section 5.2.1): `max-stale` (with no value: any staleness),
+    /// `min-fresh` and `only-if-cached`.
+    package var maxStale: TimeInterval?
+    package var minFresh: TimeInterval?
+    package var onlyIfCached = false
 
     /// Parses the values of `Cache-Control` fields. Every response of a session with a cache
     /// goes through here, so it walks the UTF-8 bytes once: directive names are ASCII tokens
@@ -160,12 +261,28 @@ package struct CacheControl {
         }
     }
 
+    /// Splits at commas outside quoted strings (`no-cache="a, b"` is one directive).
     private mutating func parse(_ bytes: UnsafeBufferPointer<UInt8>) {
         var start = 0
         while start < bytes.count {
             var end = start
-            while end < bytes.count, bytes[end] != UInt8(ascii: ",") { end += 1 }
-            directive(UnsafeBufferPointer(rebasing: bytes[start..<end]))
+            var quoted = false
+            while end < bytes.count {
+                let byte = bytes[end]
+                if quoted {
+                    if byte == UInt8(ascii: "\\") {
+                        end += 1  // a quoted pair: the next byte is literal
+                    } else if byte == UInt8(ascii: "\"") {
+                        quoted = false
+                    }
+                } else if byte == UInt8(ascii: "\"") {
+                    quoted = true
+                } else if byte == UInt8(ascii: ",") {
+                    break
+                }
+                end += 1
+            }
+            directive(UnsafeBufferPointer(rebasing: bytes[start..<min(end, bytes.count)]))
             start = end + 1
         }
     }
@@ -182,17 +299,37 @@ package struct CacheControl {
                 (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte) == lower
             }
         }
+        let value = equals.map { bytes.trimmingWhitespace(($0 + 1)..<bytes.count, also: UInt8(ascii: "\"")) }
+        let valueBytes = value.map { UnsafeBufferPointer(rebasing: bytes[$0]) }
         if named("max-age") {
-            let value = equals.map { bytes.trimmingWhitespace(($0 + 1)..<bytes.count, also: UInt8(ascii: "\"")) }
-            maxAge = Self.deltaSeconds(value.map { UnsafeBufferPointer(rebasing: bytes[$0]) })
+            // The first of several (a duplicate cannot make a response fresher).
+            if maxAge == nil { maxAge = Self.deltaSeconds(valueBytes) }
         } else if named("no-store") {
             noStore = true
-        } else if named("no-cache") {
-            noCache = true
+        } else if named("no-cache") || named("private") {
+            if let valueBytes, !valueBytes.isEmpty {
+                omittedFields += String(decoding: valueBytes, as: UTF8.self).split(separator: ",").map {
+                    Self.trimmed($0).lowercased()
+                }.filter { !$0.isEmpty }
+            } else if named("no-cache") {
+                noCache = true
+            }
         } else if named("must-revalidate") || named("proxy-revalidate") {
             mustRevalidate = true
         } else if named("public") || named("s-maxage") {
             isPublic = true
+        } else if named("must-understand") {
+            mustUnderstand = true
+        } else if named("stale-while-revalidate") {
+            staleWhileRevalidate = Self.deltaSeconds(valueBytes)
+        } else if named("stale-if-error") {
+            staleIfError = Self.deltaSeconds(valueBytes)
+        } else if named("max-stale") {
+            maxStale = valueBytes.map { Self.deltaSeconds($0) } ?? .infinity
+        } else if named("min-fresh") {
+            minFresh = Self.deltaSeconds(valueBytes)
+        } else if named("only-if-cached") {
+            onlyIfCached = true
         }
     }
 

@@ -16,6 +16,81 @@ package enum HTTPDate {
         return text.withUTF8 { parse(bytes: $0) }
     }
 
+    /// An HTTP-date in exactly one of RFC 9110's three forms (section 5.6.7), names in any
+    /// case: what a cache reads `Expires` with, where anything else is invalid and means
+    /// "already expired" (RFC 9111 section 5.3). A two-digit year of the RFC 850 form is the
+    /// year in the century that puts it at most 50 years ahead of `now`.
+    package static func parseStrict(_ text: String, now: Date = Date()) -> Date? {
+        let bytes = Array(text.utf8)
+        func digits(_ range: Range<Int>) -> Int? {
+            guard range.upperBound <= bytes.count else { return nil }
+            var value = 0
+            for index in range {
+                guard isDigit(bytes[index]) else { return nil }
+                value = value * 10 + Int(bytes[index] - 0x30)
+            }
+            return value
+        }
+        func literal(_ text: String, at start: Int) -> Bool {
+            let expected = Array(text.utf8)
+            guard start + expected.count <= bytes.count else { return false }
+            return expected.indices.allSatisfy { bytes[start + $0] | 0x20 == expected[$0] | 0x20 }
+        }
+        func month(at start: Int) -> Int? {
+            guard start + 3 <= bytes.count,
+                let month = bytes[start..<(start + 3)].withContiguousStorageIfAvailable({ parseMonth($0) }) ?? nil
+            else { return nil }
+            return month
+        }
+        func time(at start: Int) -> (Int, Int, Int)? {
+            guard start + 8 <= bytes.count, bytes[start + 2] == UInt8(ascii: ":"),
+                bytes[start + 5] == UInt8(ascii: ":"),
+                let hour = digits(start..<(start + 2)), let minute = digits((start + 3)..<(start + 5)),
+                let second = digits((start + 6)..<(start + 8))
+            else { return nil }
+            return (hour, minute, second)
+        }
+        let shortDays = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+        let longDays = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+        var result: (year: Int, month: Int, day: Int, time: (Int, Int, Int))?
+        if bytes.count == 29, shortDays.contains(where: { literal($0, at: 0) }), literal(", ", at: 3),
+            let day = digits(5..<7), bytes[7] == 0x20, let month = month(at: 8), bytes[11] == 0x20,
+            let year = digits(12..<16), bytes[16] == 0x20, let time = time(at: 17), literal(" GMT", at: 25)
+        {
+            // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
+            result = (year, month, day, time)
+        } else if bytes.count == 24, shortDays.contains(where: { literal($0, at: 0) }), bytes[3] == 0x20,
+            let month = month(at: 4), bytes[7] == 0x20,
+            let day = bytes[8] == 0x20 ? digits(9..<10) : digits(8..<10), bytes[10] == 0x20,
+            let time = time(at: 11), bytes[19] == 0x20, let year = digits(20..<24)
+        {
+            // asctime: Sun Nov  6 08:49:37 1994
+            result = (year, month, day, time)
+        } else if let name = longDays.first(where: { literal($0 + ", ", at: 0) }) {
+            // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
+            let start = name.utf8.count + 2
+            if bytes.count == start + 22, let day = digits(start..<(start + 2)), bytes[start + 2] == UInt8(ascii: "-"),
+                let month = month(at: start + 3), bytes[start + 6] == UInt8(ascii: "-"),
+                let shortYear = digits((start + 7)..<(start + 9)), bytes[start + 9] == 0x20,
+                let time = time(at: start + 10), literal(" GMT", at: start + 18)
+            {
+                let thisYear =
+                    Calendar(identifier: .gregorian).dateComponents(in: TimeZone(identifier: "GMT")!, from: now).year
+                    ?? 2000
+                var year = thisYear / 100 * 100 + shortYear
+                if year > thisYear + 50 { year -= 100 }
+                result = (year, month, day, time)
+            }
+        }
+        guard let result, (1...31).contains(result.day), result.time.0 <= 23, result.time.1 <= 59,
+            result.time.2 <= 60
+        else { return nil }
+        let seconds =
+            daysSinceEpoch(year: result.year, month: result.month, day: result.day) * 86_400 + result.time.0 * 3600
+            + result.time.1 * 60 + result.time.2
+        return Date(timeIntervalSince1970: TimeInterval(seconds))
+    }
+
     private static func parse(bytes: UnsafeBufferPointer<UInt8>) -> Date? {
         var time: (hour: Int, minute: Int, second: Int)?
         var day: Int?

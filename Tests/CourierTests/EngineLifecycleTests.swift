@@ -10,10 +10,11 @@ import Testing
         let port = try #require(server.port)
         for _ in 0..<3 {
             let api = HTTPSessionManager(baseURL: server, configuration: .ephemeral)
-            // Each drip takes 30 s: every task is still running when it is cancelled (the wait
-            // for the first connections is long only under ThreadSanitizer).
+            // Each drip takes 5 minutes: every task is still running when it is cancelled, however
+            // long the first connections take (under ThreadSanitizer, with the whole suite
+            // running, 30 s drips have ended before the loop below saw a connection).
             let tasks = (0..<400).map { index in
-                api.dataTask(.get, "drip", parameters: ["n": 300, "delay": 100, "i": .int(index)])
+                api.dataTask(.get, "drip", parameters: ["n": 300, "delay": 1000, "i": .int(index)])
             }
             var connected = 0
             for _ in 0..<500 where connected == 0 {

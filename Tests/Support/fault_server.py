@@ -812,6 +812,48 @@ def route_revalidate(conn: Conn, req: Request) -> bool:
     return respond(conn, req, 200, body, headers=[("ETag", etag)], content_type="application/json")
 
 
+def route_cache_probe(conn: Conn, req: Request) -> bool:
+    """`/cache-probe/<name>?h=Name:Value&...`: a response for cache tests, made from the query.
+    Every request is counted in `/stats/<name>` (`requests`, `methods`, and the
+    `If-None-Match` it sent in `ranges`); the response says its number in `Server-Request-Count`
+    and, unless `body=` is given, in its body (`response N`), so that a test tells a stored
+    answer from a new one.  `status=N` sets the status; each `h=Name:Value` adds a field;
+    `enc=NAME` sends the body as it is with `Content-Encoding: NAME`; `etag=E` makes a
+    matching `If-None-Match` get a `304` with the ETag and the `h304=Name:Value` fields;
+    `hh=Name:Value` fields replace the `h` ones in answers to HEAD;
+    `unsafe-status=N` is the status for methods other than GET and HEAD; `close=K` closes the
+    connection without an answer from request K on."""
+    name = req.path[len("/cache-probe/"):]
+    read_body(conn, req, None)
+    st = stats_for(name)
+    with STATS_LOCK:
+        st.requests += 1
+        number = st.requests
+        st.methods.append(req.method)
+        st.ranges.append(req.header("If-None-Match"))
+    lists = parse_qs(req.query, keep_blank_values=True)
+    close_from = req.int_param("close", 0)
+    if close_from and number >= close_from:
+        return False  # no answer: the connection closes
+    etag = req.params.get("etag")
+    if etag and req.header("If-None-Match") == f'"{etag}"':
+        headers = [("ETag", f'"{etag}"'), ("Server-Request-Count", str(number))]
+        headers += [tuple(x.split(":", 1)) for x in lists.get("h304", [])]
+        return respond(conn, req, 304, b"", headers=headers, send_length=False)
+    fields = lists.get("hh") if req.method == "HEAD" and "hh" in lists else lists.get("h", [])
+    headers = [tuple(x.split(":", 1)) for x in fields]
+    headers.append(("Server-Request-Count", str(number)))
+    if etag:
+        headers.append(("ETag", f'"{etag}"'))
+    if "enc" in req.params:
+        headers.append(("Content-Encoding", req.params["enc"]))
+    body = req.params.get("body", f"response {number}").encode()
+    status = req.int_param("status", 200)
+    if req.method not in ("GET", "HEAD"):
+        status = req.int_param("unsafe-status", status)
+    return respond(conn, req, status, body, headers=headers)
+
+
 def route_stats(conn: Conn, req: Request) -> bool:
     name = req.path[len("/stats/"):]
     read_body(conn, req, None)
@@ -1487,6 +1529,8 @@ def dispatch(conn: Conn, req: Request) -> bool:
         return route_release(conn, req)
     if p.startswith("/events-close/"):
         return route_events_close(conn, req)
+    if p.startswith("/cache-probe/"):
+        return route_cache_probe(conn, req)
     if p == "/endless":
         return route_endless(conn, req)
     if p == "/v1/chat/completions":

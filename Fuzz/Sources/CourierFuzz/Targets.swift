@@ -197,14 +197,27 @@ enum FuzzTargets {
         fuzzCheck(
             HTTPDate.parse(text) == date,
             "\(date) written as \(text) parses as \(String(describing: HTTPDate.parse(text)))")
+        // The strict reading (a cache's Expires) accepts less than the tolerant one, and what it
+        // accepts the tolerant one reads as the same date; IMF-fixdate passes both.
+        if let strict = HTTPDate.parseStrict(data.text) {
+            fuzzCheck(strict.timeIntervalSince1970.rounded() == strict.timeIntervalSince1970, "fractional \(strict)")
+        }
+        fuzzCheck(HTTPDate.parseStrict(text) == date, "\(text) is not a strict HTTP-date")
     }
 
-    /// `max-age` is a delta-seconds: finite and not negative, whatever the text.
+    /// `max-age` and the other delta-seconds are finite and not negative, whatever the text
+    /// (`max-stale` without a value is any staleness: infinite); an `Age` likewise.
     static func cacheControl(_ data: Data) {
         let control = CacheControl(data.fields)
-        if let maxAge = control.maxAge {
-            fuzzCheck(maxAge.isFinite && maxAge >= 0, "max-age \(maxAge)")
+        for (name, value) in [
+            ("max-age", control.maxAge), ("stale-while-revalidate", control.staleWhileRevalidate),
+            ("stale-if-error", control.staleIfError), ("min-fresh", control.minFresh),
+        ] {
+            if let value { fuzzCheck(value.isFinite && value >= 0, "\(name) \(value)") }
         }
+        if let maxStale = control.maxStale { fuzzCheck(maxStale >= 0, "max-stale \(maxStale)") }
+        let age = CachedResponse.ageValue(data.fields)
+        fuzzCheck(age.isFinite && age >= 0 && age <= Double(1 << 31), "Age \(age)")
     }
 
     // MARK: Content-Disposition

@@ -88,8 +88,11 @@ public struct HTTPSessionConfiguration: Sendable {
     /// `responseTooLarge`; nil for no limit. Default 512 MiB. This also bounds decompression
     /// bombs.
     public var maximumResponseSize: Int64? = 512 << 20
-    /// Whether to ask for compressed responses (gzip, deflate, br, zstd) and decode them.
-    /// Default true.
+    /// Whether to ask for compressed responses (`Accept-Encoding` with the codings libcurl
+    /// decodes: gzip, deflate, br, zstd) and decode them. Default true. A response in a coding
+    /// libcurl cannot decode (`Content-Encoding: foo`, or an unknown `Transfer-Encoding`) is
+    /// handed on as it came, with its `Content-Encoding` kept, as browsers do; with false,
+    /// nothing is asked for and no content coding is decoded.
     public var acceptsCompressedResponses = true
     /// Where a default or background session keeps its files (cookie jar, HTTP cache,
     /// background journal). nil: `$XDG_CACHE_HOME/<process name>/courier/` (or

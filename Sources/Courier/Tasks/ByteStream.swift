@@ -212,7 +212,11 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
         // hand over; seen as a hang with a 512 KiB capacity).
         let pendingCount = slabFilled - sliceStart  // written, not handed over
         let decision = state.withLock { state -> SinkWrite? in
-            if state.finished { return .accepted }  // the consumer is gone; drop the bytes
+            // The stream has ended while libcurl still delivers: the transfer was cancelled
+            // (its iterator dropped) and the engine has yet to remove it. Pausing holds the
+            // rest on the server until then; taking and dropping the bytes drained a whole
+            // 64 MB body on loopback while the removal waited its turn (seen under TSan).
+            if state.finished { return .pause }
             guard state.buffered + pendingCount < Self.capacity else {
                 state.paused = true
                 return .pause

@@ -48,6 +48,9 @@ package struct ResponseHeadParser: Sendable {
     /// not carry another response, since the sender may be trying to split responses.
     package private(set) var transferEncodingOverrodeLength = false
     private var hasTransferEncoding = false
+    /// A `Transfer-Encoding` names more than `chunked` (a compression, or a coding libcurl may
+    /// not know): the engine then checks the codings (`passesCodingsThroughIfUnknown`).
+    package private(set) var hasTransferCoding = false
     /// The reason phrase, then each header line, each followed by LF.
     private var lines: [UInt8] = []
     private var reasonLength = 0
@@ -70,6 +73,7 @@ package struct ResponseHeadParser: Sendable {
         hasSetCookie = false
         transferEncodingOverrodeLength = false
         hasTransferEncoding = false
+        hasTransferCoding = false
         lines.removeAll(keepingCapacity: true)
         reasonLength = 0
     }
@@ -116,7 +120,18 @@ package struct ResponseHeadParser: Sendable {
         case UInt8(ascii: "s"):
             if Self.hasName(text, "set-cookie") { hasSetCookie = true }
         case UInt8(ascii: "t"):
-            if Self.hasName(text, "transfer-encoding") { hasTransferEncoding = true }
+            if Self.hasName(text, "transfer-encoding") {
+                hasTransferEncoding = true
+                let value = text.trimmingWhitespace(18..<text.count)
+                let chunked: StaticString = "chunked"
+                if value.count != chunked.utf8CodeUnitCount
+                    || !zip(text[value], UnsafeBufferPointer(start: chunked.utf8Start, count: 7)).allSatisfy({
+                        $0 | 0x20 == $1
+                    })
+                {
+                    hasTransferCoding = true
+                }
+            }
         default:
             break
         }

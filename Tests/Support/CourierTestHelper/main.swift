@@ -18,6 +18,8 @@
 // `paused <bytes>`: the test then kills the process part way, however late it gets to it.
 //   CourierTestHelper background-restore IDENTIFIER
 //   CourierTestHelper background-claim IDENTIFIER
+//   CourierTestHelper cache-bridge STORAGE              (answers the HTTP cache test suite's
+//                                                         fetch() calls: CacheBridge.swift)
 import Courier
 import Foundation
 import InMemoryTracing
@@ -158,6 +160,9 @@ do {
         } catch CourierError.sessionIdentifierInUse(let context) {
             say("in-use \(context.message)")
         }
+
+    case "cache-bridge":
+        await runCacheBridge(storage: URL(fileURLWithPath: arguments[1]))
 
     default:
         fail("unknown command \(command)")
