@@ -13,6 +13,11 @@ struct NewUser: Codable, Sendable {
     var name: String
 }
 
+// name: Settings
+struct Settings: Codable, Sendable {
+    var theme: String
+}
+
 // name: url
 let url = URL(string: "https://api.example.com/v1/")!
 

@@ -818,7 +818,8 @@ def route_cache_probe(conn: Conn, req: Request) -> bool:
     `If-None-Match` it sent in `ranges`); the response says its number in `Server-Request-Count`
     and, unless `body=` is given, in its body (`response N`), so that a test tells a stored
     answer from a new one.  `status=N` sets the status; each `h=Name:Value` adds a field;
-    `enc=NAME` sends the body as it is with `Content-Encoding: NAME`; `etag=E` makes a
+    `enc=NAME` sends the body as it is with `Content-Encoding: NAME`; `type=T` is its
+    `Content-Type`; `etag=E` makes a
     matching `If-None-Match` get a `304` with the ETag and the `h304=Name:Value` fields;
     `hh=Name:Value` fields replace the `h` ones in answers to HEAD;
     `unsafe-status=N` is the status for methods other than GET and HEAD; `close=K` closes the
@@ -851,7 +852,8 @@ def route_cache_probe(conn: Conn, req: Request) -> bool:
     status = req.int_param("status", 200)
     if req.method not in ("GET", "HEAD"):
         status = req.int_param("unsafe-status", status)
-    return respond(conn, req, status, body, headers=headers)
+    return respond(conn, req, status, body, headers=headers,
+                   content_type=req.params.get("type", "text/plain; charset=utf-8"))
 
 
 def route_stats(conn: Conn, req: Request) -> bool:

@@ -1,0 +1,177 @@
+@_spi(CourierInternals) import CourierCore
+import CourierPipeline
+import CourierSerialization
+import CourierTransport
+import Foundation
+import HTTPTypes
+
+extension HTTPSessionManager {
+    /// Sends a request you built yourself, through the same pipeline as every other call:
+    /// the session's headers (a field of `request` replaces the session's fields of that name),
+    /// interceptors, `adapt(_:)`, retry, the cache, cookies, credentials and monitors.
+    ///
+    /// A request with a scheme and an authority goes to that URL; one without (an
+    /// `HTTPRequest` made with only a path) is resolved against ``baseURL`` as any path is.
+    /// `body` is sent as it is (no request serializer); its content type is set unless
+    /// `request` has one.
+    ///
+    /// ```swift
+    /// var request = HTTPRequest(method: .put, scheme: "https", authority: "api.example.com", path: "/v1/users/7")
+    /// request.headerFields[.contentType] = "application/json"
+    /// let response = try await api.send(request, body: .data(Data(#"{"name":"Ada"}"#.utf8)))
+    /// ```
+    @discardableResult
+    public nonisolated func send<Serializer: ResponseSerializer>(
+        _ request: HTTPRequest, body: UploadBody? = nil, options: RequestOptions = RequestOptions(),
+        serializer: Serializer
+    ) async throws -> DataResponse<Serializer.Value> {
+        try await perform(try call(for: request, body: body, options: options), serializer: serializer)
+    }
+
+    /// Sends a request you built yourself and returns the body as it came, after checking that
+    /// the status is in 200..<300 (see ``send(_:body:options:serializer:)``).
+    @discardableResult
+    public nonisolated func send(
+        _ request: HTTPRequest, body: UploadBody? = nil, options: RequestOptions = RequestOptions()
+    ) async throws -> DataResponse<Data> {
+        try await send(request, body: body, options: options, serializer: DataResponseSerializer())
+    }
+
+    /// Starts a task for a request you built yourself (see ``send(_:body:options:serializer:)``):
+    /// progress, suspension and cancellation as any data task.
+    public nonisolated func sendTask<Serializer: ResponseSerializer>(
+        _ request: HTTPRequest, body: UploadBody? = nil, options: RequestOptions = RequestOptions(),
+        serializer: Serializer
+    ) -> DataTask<Serializer.Value> {
+        DataTask(control: TaskControl()) { control in
+            do {
+                let call = try self.call(for: request, body: body, options: options)
+                return try await self.perform(
+                    call, serializer: serializer, reporters: control.reporters, register: control.attach)
+            } catch {
+                control.reporters.finish(succeeded: false)
+                throw error
+            }
+        }
+    }
+
+    /// Sends a typed request and returns its decoded response (with the manager's
+    /// ``responseSerializer`` settings for JSON, as every call that decodes).
+    @discardableResult
+    public nonisolated func send<Response: Decodable & Sendable>(
+        _ request: Request<Response>
+    ) async throws
+        -> Response
+    {
+        try await response(for: request).value
+    }
+
+    /// Sends a typed request and returns the whole response: status, fields, body, metrics and
+    /// the decoded value.
+    public nonisolated func response<Response: Decodable & Sendable>(
+        for request: Request<Response>
+    ) async throws
+        -> DataResponse<Response>
+    {
+        let headers = request.headers
+        var body: RequestBody?
+        var contentType: String?
+        if let encodable = request.body {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            do {
+                body = RequestBody(.data(try encoder.encode(encodable)))
+            } catch {
+                throw CourierError.serializationFailed(
+                    .init(message: "Cannot encode the body of \(request.method) \(request.path) as JSON: \(error)"))
+            }
+            if !headers.keys.contains(where: { $0.lowercased() == "content-type" }) {
+                contentType = "application/json"
+            }
+        }
+        let call = Call(
+            method: request.method, path: request.pathWithQuery, headers: headers, body: body,
+            contentType: contentType, options: request.options)
+        return try await perform(call, serializer: serializer(for: Response.self))
+    }
+
+    /// The call for a request built elsewhere: its URL (or path), its fields, `body` as is.
+    private nonisolated func call(
+        for request: HTTPRequest, body: UploadBody?, options: RequestOptions
+    )
+        throws(CourierError) -> Call
+    {
+        let target: String
+        if let scheme = request.scheme, let authority = request.authority {
+            target = "\(scheme)://\(authority)\(request.path ?? "/")"
+        } else if let path = request.path {
+            target = path
+        } else {
+            throw .invalidURL(.init(message: "The request has no path"))
+        }
+        var call = Call(method: request.method, path: target, options: options)
+        call.fields = request.headerFields
+        if let body {
+            call.body = try body.requestBody(compressed: false)
+            call.contentType = body.effectiveContentType
+        }
+        return call
+    }
+}
+
+/// A request described as a value, with the type of its response: what an API client's
+/// methods return for the caller (or a subclass of the manager) to send, as Get's requests.
+///
+/// ```swift
+/// extension Request {
+///     static func user(_ id: Int) -> Request<User> { Request<User>(.get, "users/\(id)") }
+///     static func rename(_ id: Int, to name: String) -> Request<User> {
+///         Request<User>(.patch, "users/\(id)", body: ["name": name])
+///     }
+/// }
+/// let user = try await api.send(.user(7))
+/// ```
+public struct Request<Response: Decodable & Sendable>: Sendable {
+    /// The method.
+    public var method: HTTPRequest.Method
+    /// A path relative to the manager's base URL, or an absolute http(s) URL.
+    public var path: String
+    /// Query items, in order, added to the path (percent-encoded as the query serializer
+    /// encodes them).
+    public var query: [(name: String, value: String?)]
+    /// Header fields for this request; they replace the session's fields of the same name.
+    public var headers: [String: String]
+    /// A body, encoded as JSON (`Content-Type: application/json` unless `headers` set one).
+    public var body: (any Encodable & Sendable)?
+    /// Per-request options.
+    public var options: RequestOptions
+
+    /// A request for `path`, with optional query items, headers, a JSON body and options.
+    public init(
+        _ method: HTTPRequest.Method = .get, _ path: String, query: [(name: String, value: String?)] = [],
+        headers: [String: String] = [:], body: (any Encodable & Sendable)? = nil,
+        options: RequestOptions = RequestOptions()
+    ) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.options = options
+    }
+
+    /// The same request, expecting another response type (`Empty` to ignore the body).
+    public func expecting<Other: Decodable & Sendable>(_ type: Other.Type) -> Request<Other> {
+        Request<Other>(method, path, query: query, headers: headers, body: body, options: options)
+    }
+
+    /// `path` with `query` appended.
+    var pathWithQuery: String {
+        guard !query.isEmpty else { return path }
+        let items = query.map { item in
+            let name = QueryStringEncoding.escape(item.name)
+            return item.value.map { name + "=" + QueryStringEncoding.escape($0) } ?? name
+        }
+        return path + (path.contains("?") ? "&" : "?") + items.joined(separator: "&")
+    }
+}
