@@ -115,7 +115,7 @@ import Tracing
         let tracer = W3CTestTracer()
         let api = try await faultManager {
             $0.tracer = tracer
-            $0.interceptors = [RetryPolicy(initialDelay: .milliseconds(1))]
+            $0.interceptors = [RetryPolicy(initialDelay: .milliseconds(1), deadline: nil)]
         }
         let name = "trace-retry-\(UUID().uuidString.prefix(8))"
         let reply: JSON = try await api.GET("flaky/\(name)", parameters: ["fail": 1, "status": 503])

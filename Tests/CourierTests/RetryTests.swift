@@ -11,6 +11,9 @@ import Testing
     typealias Recorder = EventMonitorTests.Recorder
 
     /// A manager on the fault server whose requests retry with `policy`, and the events.
+    /// A manager with `policy`. The tests' policies have no deadline unless a test is about it:
+    /// under a sanitizer with the whole suite running, a first attempt has taken longer than
+    /// the default 30 s, and its retry, the point of the test, was then not made.
     static func manager(_ policy: RetryPolicy) async throws -> (HTTPSessionManager, Recorder) {
         let recorder = Recorder()
         let api = try await faultManager {
@@ -51,7 +54,7 @@ import Testing
     static func name(_ prefix: String) -> String { "\(prefix)-\(UUID().uuidString.prefix(8))" }
 
     @Test func a503IsRetriedAndTheDelayIsInTheEvent() async throws {
-        let (api, recorder) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(200)))
+        let (api, recorder) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(200), deadline: nil))
         let name = Self.name("flaky")
         let reply: JSON = try await api.GET("flaky/\(name)", parameters: ["fail": 1, "status": 503])
         #expect(reply["attempt"] == 2)
@@ -71,7 +74,7 @@ import Testing
     func retryAfterIsHonoured(_ retryAfter: String) async throws {
         // A cap of 2 s: an HTTP date 10 minutes ahead waits exactly that (a date that did not
         // parse would wait the 1 ms backoff), however slowly a sanitizer lets the answer through.
-        let policy = RetryPolicy(initialDelay: .milliseconds(1), maximumRetryAfter: .seconds(2))
+        let policy = RetryPolicy(initialDelay: .milliseconds(1), deadline: nil, maximumRetryAfter: .seconds(2))
         let (api, recorder) = try await Self.manager(policy)
         let name = Self.name("retry-after")
         let reply: JSON = try await api.GET(
@@ -89,7 +92,7 @@ import Testing
     }
 
     @Test func aLongRetryAfterWaitsOnlyTheCap() async throws {
-        let (api, recorder) = try await Self.manager(RetryPolicy(maximumRetryAfter: .milliseconds(300)))
+        let (api, recorder) = try await Self.manager(RetryPolicy(deadline: nil, maximumRetryAfter: .milliseconds(300)))
         let name = Self.name("capped")
         let started = ContinuousClock.now
         let reply: JSON = try await api.GET(
@@ -101,7 +104,7 @@ import Testing
     }
 
     @Test func aPOSTIsNotRetriedUnlessAllowed() async throws {
-        let (api, _) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(1)))
+        let (api, _) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(1), deadline: nil))
         let name = Self.name("post")
         let error = await capturedError {
             let _: JSON = try await api.POST("flaky/\(name)", parameters: ["fail": 1, "x": 1])
@@ -110,7 +113,7 @@ import Testing
         #expect(try await Self.stats(name)["requests"] == 1)
 
         // Allowed: sent again, body and all.
-        var policy = RetryPolicy(initialDelay: .milliseconds(1))
+        var policy = RetryPolicy(initialDelay: .milliseconds(1), deadline: nil)
         policy.retryableMethods.insert(.post)
         let (allowing, _) = try await Self.manager(policy)
         let again = Self.name("post-allowed")
@@ -119,7 +122,7 @@ import Testing
     }
 
     @Test func aStatusNotInTheSetIsNotRetried() async throws {
-        let (api, _) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(1)))
+        let (api, _) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(1), deadline: nil))
         let name = Self.name("404")
         let error = await capturedError {
             let _: JSON = try await api.GET("flaky/\(name)", parameters: ["fail": 1, "status": 404])
@@ -181,7 +184,7 @@ import Testing
     }
 
     @Test func aDownloadCutHalfWayContinuesFromTheBytesOnDisk() async throws {
-        let (api, recorder) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(10)))
+        let (api, recorder) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(10), deadline: nil))
         let name = Self.name("cut")
         let total = 1_000_000
         let directory = try DownloadTests.temporaryDirectory()
@@ -259,7 +262,7 @@ import Testing
     }
 
     @Test func aByteStreamIsRetriedOnlyBeforeItsFirstChunk() async throws {
-        let (api, _) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(1)))
+        let (api, _) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(1), deadline: nil))
         // A 503 hands nothing to the consumer: tried again.
         let name = Self.name("stream")
         var body = Data()
