@@ -564,6 +564,19 @@ package final class RequestPipeline: Sendable {
         let (schemes, realm): ([String], String?)
         var space: ProtectionSpace
         switch status {
+        case 401 where used.server.credential(for: raw.url)?.sendsPreemptively == true:
+            // A credential sent with Basic up front (the URL's user info, or one marked so) to
+            // a server that asks for another scheme (Digest): the same credential once more,
+            // answering the challenge instead (libcurl then picks the scheme the server named).
+            // A server that asks for Basic again has refused the credential.
+            let schemes = AuthenticateHeader.parse(raw.response.headerFields[values: .wwwAuthenticate]).schemes
+            guard !schemes.isEmpty, !schemes.contains(where: { $0.lowercased() == "basic" }),
+                var credential = used.server.credential(for: raw.url), let space = ProtectionSpace(url: raw.url)
+            else { return nil }
+            credential.sendsPreemptively = false
+            var retry = used
+            retry.server = [ScopedCredential(credential, for: space)] + used.server.filter { $0.origin != space.origin }
+            return retry
         case 401 where used.server.credential(for: raw.url) == nil:
             (schemes, realm) = AuthenticateHeader.parse(raw.response.headerFields[values: .wwwAuthenticate])
             guard let server = ProtectionSpace(url: raw.url) else { return nil }

@@ -65,7 +65,7 @@ package struct TransferRequest: Sendable {
 
 /// A credential for the server, and the origin (scheme, host and port) it may be sent to.
 package struct ScopedCredential: Sendable {
-    var origin: ProtectionSpace
+    package var origin: ProtectionSpace
     package var credential: Credential
 
     /// `credential` for the origin of `url`; nil when `url` has none.

@@ -84,3 +84,27 @@ import Testing
         #expect(empty.status == .ok)
     }
 }
+
+/// Credentials written into the URL: Basic up front, and the challenge answered when the
+/// server asks for another scheme.
+@Suite struct URLCredentialTests {
+    @Test func aDigestOnlyServerIsReachedWithTheURLsCredential() async throws {
+        let base = try await TestServers.httpbin()
+        let api = try await httpbinManager()
+        let url = "http://ada:secret@\(base.host!):\(base.port!)/digest-auth/auth/ada/secret"
+        let answer: JSON = try await api.GET(url)
+        #expect(answer["authenticated"] == true)
+        #expect(answer["user"] == "ada")
+    }
+
+    @Test func aBasicServerGetsTheCredentialWithTheFirstRequestAndAWrongOneFails() async throws {
+        let base = try await TestServers.httpbin()
+        let api = try await httpbinManager()
+        let answer: JSON = try await api.GET("http://ada:secret@\(base.host!):\(base.port!)/basic-auth/ada/secret")
+        #expect(answer["authenticated"] == true)
+        let error = await capturedError {
+            let _: JSON = try await api.GET("http://ada:wrong@\(base.host!):\(base.port!)/basic-auth/ada/secret")
+        }
+        #expect(isCourierError(error) { $0.response?.status.code == 401 })
+    }
+}
