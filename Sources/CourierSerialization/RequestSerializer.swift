@@ -48,43 +48,59 @@ extension RequestSerializer {
 public struct HTTPRequestSerializer: RequestSerializer {
     /// The methods whose parameters go into the URL query.
     public var queryMethods: Set<HTTPRequest.Method>
+    /// How parameters are written, in the query and in the form body.
+    public var encoding: QueryEncodingOptions
 
     /// Creates the serializer; `queryMethods` defaults to `GET`, `HEAD` and `DELETE`.
-    public init(queryMethods: Set<HTTPRequest.Method> = [.get, .head, .delete]) {
+    public init(
+        queryMethods: Set<HTTPRequest.Method> = [.get, .head, .delete], encoding: QueryEncodingOptions = .init()
+    ) {
         self.queryMethods = queryMethods
+        self.encoding = encoding
     }
 
     /// Encodes into the query or a form body, depending on the method.
     public func serialize(_ request: HTTPRequest, parameters: JSON?) throws(CourierError) -> SerializedRequest {
         guard parameters != nil else { return SerializedRequest(request: request) }
         if queryMethods.contains(request.method) {
-            return try QueryRequestSerializer().serialize(request, parameters: parameters)
+            return try QueryRequestSerializer(encoding: encoding).serialize(request, parameters: parameters)
         }
-        return try FormRequestSerializer().serialize(request, parameters: parameters)
+        return try FormRequestSerializer(encoding: encoding).serialize(request, parameters: parameters)
     }
 }
 
 /// Parameters always go into the URL query string, whatever the method.
 public struct QueryRequestSerializer: RequestSerializer {
+    /// How parameters are written.
+    public var encoding: QueryEncodingOptions
+
     /// Creates the serializer.
-    public init() {}
+    public init(encoding: QueryEncodingOptions = .init()) {
+        self.encoding = encoding
+    }
 
     /// Appends the encoded parameters to the request's query.
     public func serialize(_ request: HTTPRequest, parameters: JSON?) throws(CourierError) -> SerializedRequest {
         guard let parameters else { return SerializedRequest(request: request) }
-        return SerializedRequest(request: appendingQuery(try QueryStringEncoding.encode(parameters), to: request))
+        return SerializedRequest(
+            request: appendingQuery(try QueryStringEncoding.encode(parameters, options: encoding), to: request))
     }
 }
 
 /// Parameters always go into an `application/x-www-form-urlencoded` body, whatever the method.
 public struct FormRequestSerializer: RequestSerializer {
+    /// How parameters are written.
+    public var encoding: QueryEncodingOptions
+
     /// Creates the serializer.
-    public init() {}
+    public init(encoding: QueryEncodingOptions = .init()) {
+        self.encoding = encoding
+    }
 
     /// Encodes the parameters as a form body.
     public func serialize(_ request: HTTPRequest, parameters: JSON?) throws(CourierError) -> SerializedRequest {
         guard let parameters else { return SerializedRequest(request: request) }
-        let body = Data(try QueryStringEncoding.encode(parameters).utf8)
+        let body = Data(try QueryStringEncoding.encode(parameters, options: encoding).utf8)
         return SerializedRequest(
             request: settingContentType("application/x-www-form-urlencoded", on: request), body: body)
     }
