@@ -161,7 +161,7 @@ extension HTTPSessionManager {
         }
         return DownloadTask(
             identifier: identifier, control: control, sink: sink, ownedBySession: background != nil,
-            resumeBase: resumeBase
+            tracking: tracking(.download, finalCall.method, finalCall.path), resumeBase: resumeBase
         ) { control in
             do {
                 if let refusal { throw refusal }

@@ -23,8 +23,11 @@ extension HTTPSessionManager {
         _ method: HTTPRequest.Method, _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
         options: RequestOptions = RequestOptions(), serializer: Serializer
     ) async throws -> DataResponse<Serializer.Value> {
-        try await perform(
-            prepared(method, path, parameters: parameters, headers: headers, options: options), serializer: serializer)
+        try await tracked(.data, method, path) { control in
+            try await perform(
+                prepared(method, path, parameters: parameters, headers: headers, options: options),
+                serializer: serializer, register: control.attach)
+        }
     }
 
     /// Sends a request with a raw body (no parameter encoding) and returns the whole response.
@@ -33,9 +36,11 @@ extension HTTPSessionManager {
         _ method: HTTPRequest.Method, _ path: String, body: Data, headers: [String: String] = [:],
         options: RequestOptions = RequestOptions(), serializer: Serializer
     ) async throws -> DataResponse<Serializer.Value> {
-        try await perform(
-            Call(method: method, path: path, headers: headers, body: RequestBody(.data(body)), options: options),
-            serializer: serializer)
+        try await tracked(.data, method, path) { control in
+            try await perform(
+                Call(method: method, path: path, headers: headers, body: RequestBody(.data(body)), options: options),
+                serializer: serializer, register: control.attach)
+        }
     }
 
     /// Starts a data task: the response collected in memory, serialized by the manager's
@@ -54,7 +59,7 @@ extension HTTPSessionManager {
         options: RequestOptions = RequestOptions(), serializer: Serializer
     ) -> DataTask<Serializer.Value> {
         let call = Call(method: method, path: path, parameters: parameters, headers: headers, options: options)
-        return DataTask(control: TaskControl()) { control in
+        return DataTask(control: TaskControl(), tracking: tracking(.data, method, path)) { control in
             do {
                 return try await self.perform(
                     call, serializer: serializer, reporters: control.reporters, register: control.attach)

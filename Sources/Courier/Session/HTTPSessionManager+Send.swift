@@ -25,7 +25,10 @@ extension HTTPSessionManager {
         _ request: HTTPRequest, body: UploadBody? = nil, options: RequestOptions = RequestOptions(),
         serializer: Serializer
     ) async throws -> DataResponse<Serializer.Value> {
-        try await perform(try call(for: request, body: body, options: options), serializer: serializer)
+        let call = try call(for: request, body: body, options: options)
+        return try await tracked(body == nil ? .data : .upload, call.method, call.path) { control in
+            try await perform(call, serializer: serializer, register: control.attach)
+        }
     }
 
     /// Sends a request you built yourself and returns the body as it came, after checking that
@@ -43,7 +46,8 @@ extension HTTPSessionManager {
         _ request: HTTPRequest, body: UploadBody? = nil, options: RequestOptions = RequestOptions(),
         serializer: Serializer
     ) -> DataTask<Serializer.Value> {
-        DataTask(control: TaskControl()) { control in
+        let tracking = tracking(body == nil ? .data : .upload, request.method, request.path ?? "")
+        return DataTask(control: TaskControl(), tracking: tracking) { control in
             do {
                 let call = try self.call(for: request, body: body, options: options)
                 return try await self.perform(
@@ -92,7 +96,9 @@ extension HTTPSessionManager {
         let call = Call(
             method: request.method, path: request.pathWithQuery, headers: headers, body: body,
             contentType: contentType, options: request.options)
-        return try await perform(call, serializer: serializer(for: Response.self))
+        return try await tracked(.data, call.method, call.path) { control in
+            try await perform(call, serializer: serializer(for: Response.self), register: control.attach)
+        }
     }
 
     /// The call for a request built elsewhere: its URL (or path), its fields, `body` as is.

@@ -146,8 +146,11 @@ extension HTTPSessionManager {
     /// the transfer to `control`; a status outside 200..<300 fails it (in the pipeline, where
     /// a retry policy sees it).
     nonisolated func startStreaming(_ call: Call, into sink: StreamSink, control: TaskControl) {
+        let registration = tracking(.stream, call.method, call.path).register(control)
         Task {
+            defer { registration.end() }
             do {
+                if let refusal = registration.refusal { throw refusal }
                 let raw = try await self.performRaw(
                     call, reporters: control.reporters, sink: sink,
                     register: { transfer in

@@ -115,7 +115,10 @@ extension HTTPSessionManager {
         compressed: Bool, options: RequestOptions = RequestOptions(), serializer: Serializer, identifier: UUID = UUID()
     ) -> DataTask<Serializer.Value> {
         let background = self.background
-        return DataTask(identifier: identifier, control: TaskControl(), ownedBySession: background != nil) { control in
+        return DataTask(
+            identifier: identifier, control: TaskControl(), ownedBySession: background != nil,
+            tracking: tracking(.upload, method, path)
+        ) { control in
             do {
                 var call = Call(
                     method: method, path: path, headers: headers, body: try body.requestBody(compressed: compressed),

@@ -59,6 +59,8 @@ open class HTTPSessionManager {
     public nonisolated let cache: HTTPCache?
     /// The session's credentials, by protection space (memory only).
     public nonisolated let credentials = CredentialStore()
+    /// The tasks and requests running now (``tasks``).
+    nonisolated let tasksInFlight = TaskRegistry()
     /// The identifier's lock, the task journal and the event hub of a background session.
     nonisolated let background: BackgroundSession?
     /// Which proxy requests go through, for the proxy's credentials.

@@ -25,16 +25,27 @@ public final class DataTask<Value: Sendable>: Sendable {
 
     init(
         identifier: UUID = UUID(), control: TaskControl, ownedBySession: Bool = false,
+        tracking: TaskTracking? = nil,
         operation: @escaping @Sendable (TaskControl) async throws -> DataResponse<Value>
     ) {
         self.identifier = identifier
         self.control = control
         self.ownedBySession = ownedBySession
+        let registration = tracking?.register(control)
+        taskIdentifier = registration?.identifier
         self.task = Task {
-            defer { control.reporters.head.close() }
+            defer {
+                control.reporters.head.close()
+                registration?.end()
+            }
+            if let refusal = registration?.refusal { throw refusal }
             return try await operation(control)
         }
     }
+
+    /// The task's number in its manager's ``HTTPSessionManager/tasks`` (nil when the session
+    /// had stopped taking tasks: the task then fails with `sessionInvalidated`).
+    public let taskIdentifier: Int?
 
     /// The status and headers of the response, as soon as a successful (2xx) head has arrived
     /// and before its body; otherwise once the task has ended: the head of the final response
@@ -140,6 +151,9 @@ final class TaskControl: Sendable {
 
     /// Whether ``cancel()`` was called (by the caller, not by the session ending).
     var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+    /// Whether ``suspend()`` holds the task now.
+    var isSuspended: Bool { state.withLock { $0.suspended } }
 
     func cancel() {
         let transfer = state.withLock { state in

@@ -67,7 +67,7 @@ public final class DownloadTask: Sendable {
 
     init(
         identifier: UUID = UUID(), control: TaskControl, sink: DownloadSink, ownedBySession: Bool = false,
-        resumeBase: @escaping @Sendable (DownloadSink.Result) -> ResumeData?,
+        tracking: TaskTracking? = nil, resumeBase: @escaping @Sendable (DownloadSink.Result) -> ResumeData?,
         operation: @escaping @Sendable (TaskControl) async throws -> DownloadResponse
     ) {
         self.identifier = identifier
@@ -75,8 +75,18 @@ public final class DownloadTask: Sendable {
         self.sink = sink
         self.resumeBase = resumeBase
         self.ownedBySession = ownedBySession
-        self.task = Task { try await operation(control) }
+        let registration = tracking?.register(control)
+        taskIdentifier = registration?.identifier
+        self.task = Task {
+            defer { registration?.end() }
+            if let refusal = registration?.refusal { throw refusal }
+            return try await operation(control)
+        }
     }
+
+    /// The task's number in its manager's ``HTTPSessionManager/tasks`` (nil when the session
+    /// had stopped taking tasks: the task then fails with `sessionInvalidated`).
+    public let taskIdentifier: Int?
 
     /// The finished download. Throws `CourierError` (with `resumeData` when a partial file was
     /// kept) or `CancellationError`.

@@ -49,6 +49,8 @@ public enum CourierError: Error, Sendable {
     case sessionIdentifierInUse(Context)
     /// The operation is not available in a background session (for example data tasks).
     case unsupportedInBackgroundSession(Context)
+    /// The session takes no new work: `finishTasksAndInvalidate()` was called.
+    case sessionInvalidated(Context)
     /// The server's reply is not valid HTTP: no HTTP status line, an invalid or conflicting
     /// `Content-Length`, malformed chunked encoding, a response head over the size limits,
     /// corrupt content encoding. The message says which.
@@ -111,7 +113,8 @@ public enum CourierError: Error, Sendable {
             .unacceptableStatusCode(let context), .unacceptableContentType(let context),
             .serializationFailed(let context), .responseTooLarge(let context), .fileSystem(let context),
             .sessionIdentifierInUse(let context), .unsupportedInBackgroundSession(let context),
-            .invalidResponse(let context), .transport(let context), .notCached(let context),
+            .sessionInvalidated(let context), .invalidResponse(let context), .transport(let context),
+            .notCached(let context),
             .authenticationFailed(let context):
             return context
         }
@@ -143,6 +146,7 @@ public enum CourierError: Error, Sendable {
         case .fileSystem: "fileSystem"
         case .sessionIdentifierInUse: "sessionIdentifierInUse"
         case .unsupportedInBackgroundSession: "unsupportedInBackgroundSession"
+        case .sessionInvalidated: "sessionInvalidated"
         case .invalidResponse: "invalidResponse"
         case .transport: "transport"
         case .notCached: "notCached"
@@ -171,6 +175,7 @@ public enum CourierError: Error, Sendable {
         case .fileSystem: return .fileSystem(context)
         case .sessionIdentifierInUse: return .sessionIdentifierInUse(context)
         case .unsupportedInBackgroundSession: return .unsupportedInBackgroundSession(context)
+        case .sessionInvalidated: return .sessionInvalidated(context)
         case .invalidResponse: return .invalidResponse(context)
         case .transport: return .transport(context)
         case .notCached: return .notCached(context)

@@ -1,0 +1,52 @@
+@_spi(CourierInternals) import CourierCore
+import Foundation
+import HTTPTypes
+
+extension HTTPSessionManager {
+    /// The manager's running tasks and requests, oldest first: data tasks and the requests of
+    /// the verbs, uploads, downloads and streams, each with its number, kind, state and
+    /// controls, as URLSession's `allTasks`. A task leaves the list when its work ends.
+    public nonisolated var tasks: [SessionTask] { tasksInFlight.snapshot }
+
+    /// The running data tasks and requests (``SessionTask/Kind/data``).
+    public nonisolated var dataTasks: [SessionTask] { tasks.filter { $0.kind == .data } }
+
+    /// The running uploads.
+    public nonisolated var uploadTasks: [SessionTask] { tasks.filter { $0.kind == .upload } }
+
+    /// The running downloads.
+    public nonisolated var downloadTasks: [SessionTask] { tasks.filter { $0.kind == .download } }
+
+    /// Cancels every running task and request (each throws `CancellationError`, a download
+    /// keeps its resume data) and keeps the session: requests made afterwards run as usual.
+    /// ``invalidateAndCancel()`` also ends the session.
+    public nonisolated func cancelAllTasks() {
+        tasksInFlight.cancelAll()
+    }
+
+    /// Takes no new work from now on (a new request or task fails with
+    /// `CourierError.sessionInvalidated`), lets the running ones finish, and returns when the
+    /// last has ended; then closes the session's connections and engines, as
+    /// URLSession's `finishTasksAndInvalidate`. Cancel the calling task to stop waiting (the
+    /// session still takes no new work).
+    public nonisolated func finishTasksAndInvalidate() async {
+        await tasksInFlight.close()
+        invalidateAndCancel()
+    }
+
+    /// The listing of a task of `kind` made now.
+    nonisolated func tracking(_ kind: SessionTask.Kind, _ method: HTTPRequest.Method, _ path: String) -> TaskTracking {
+        TaskTracking(registry: tasksInFlight, kind: kind, method: method, path: path)
+    }
+
+    /// Runs `work` listed among ``tasks``, with a control that ``cancelAllTasks()`` reaches.
+    nonisolated func tracked<Result>(
+        _ kind: SessionTask.Kind, _ method: HTTPRequest.Method, _ path: String,
+        _ work: (TaskControl) async throws -> Result
+    ) async throws -> Result {
+        let control = TaskControl()
+        let identifier = try tasksInFlight.register(kind, method, path, control: control)
+        defer { tasksInFlight.finished(identifier) }
+        return try await work(control)
+    }
+}

@@ -1,0 +1,162 @@
+@_spi(CourierInternals) import CourierCore
+import Foundation
+import HTTPTypes
+
+/// A task of a manager while it runs, as ``HTTPSessionManager/tasks`` lists it: what it is,
+/// what it asked for, its state, and the controls of the task itself.
+public struct SessionTask: Sendable {
+    /// What kind of task it is.
+    public enum Kind: Sendable, Hashable {
+        /// A request whose body is collected in memory (the verbs, `request`, `send`, `dataTask`).
+        case data
+        /// An upload (`uploadTask`, multipart `POST`).
+        case upload
+        /// A download to a file.
+        case download
+        /// A streamed response (`stream`, `bytes`, `events`).
+        case stream
+    }
+
+    /// Where a task is.
+    public enum State: Sendable, Hashable {
+        /// Sending or receiving (or waiting for a connection).
+        case running
+        /// Suspended by ``suspend()``.
+        case suspended
+        /// Cancelled, and not yet ended.
+        case canceling
+    }
+
+    /// The task's number in its session, in the order tasks were made (from 1).
+    public let taskIdentifier: Int
+    /// What kind of task it is.
+    public let kind: Kind
+    /// The method asked for.
+    public let method: HTTPRequest.Method
+    /// The path or URL asked for, as given (relative to the base URL when it is a path).
+    public let path: String
+    /// When the task was made.
+    public let earliestBeginDate: Date
+    /// Its state when the list was made.
+    public let state: State
+    let control: TaskControl
+
+    /// Cancels the task, as the task object's own `cancel()` does.
+    public func cancel() { control.cancel() }
+    /// Suspends the task's transfer.
+    public func suspend() { control.suspend() }
+    /// Resumes it.
+    public func resume() { control.resume() }
+}
+
+/// The tasks of one manager while they run, for ``HTTPSessionManager/tasks``,
+/// ``HTTPSessionManager/cancelAllTasks()`` and ``HTTPSessionManager/finishTasksAndInvalidate()``.
+/// A registration is a lock and a dictionary entry; it ends when the task's work ends.
+final class TaskRegistry: Sendable {
+    private struct Entry {
+        let kind: SessionTask.Kind
+        let method: HTTPRequest.Method
+        let path: String
+        let control: TaskControl
+        let created: Date
+    }
+
+    private struct State {
+        var entries: [Int: Entry] = [:]
+        var lastIdentifier = 0
+        var closed = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Locked(State())
+
+    /// Registers a task; throws `sessionInvalidated` once the session takes no new work.
+    func register(
+        _ kind: SessionTask.Kind, _ method: HTTPRequest.Method, _ path: String, control: TaskControl
+    ) throws(CourierError) -> Int {
+        let identifier = state.withLock { state -> Int? in
+            guard !state.closed else { return nil }
+            state.lastIdentifier += 1
+            state.entries[state.lastIdentifier] = Entry(
+                kind: kind, method: method, path: path, control: control, created: Date())
+            return state.lastIdentifier
+        }
+        guard let identifier else {
+            throw .sessionInvalidated(
+                .init(message: "The session was told to finish its tasks and takes no new ones (\(method) \(path))"))
+        }
+        return identifier
+    }
+
+    /// The task's work has ended.
+    func finished(_ identifier: Int) {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.entries[identifier] = nil
+            guard state.closed, state.entries.isEmpty else { return [] }
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// The running tasks, oldest first.
+    var snapshot: [SessionTask] {
+        state.withLock { state in
+            state.entries.sorted { $0.key < $1.key }.map { identifier, entry in
+                SessionTask(
+                    taskIdentifier: identifier, kind: entry.kind, method: entry.method, path: entry.path,
+                    earliestBeginDate: entry.created,
+                    state: entry.control.isCancelled ? .canceling : entry.control.isSuspended ? .suspended : .running,
+                    control: entry.control)
+            }
+        }
+    }
+
+    /// Cancels every running task; the registry stays open.
+    func cancelAll() {
+        let controls = state.withLock { $0.entries.values.map(\.control) }
+        for control in controls { control.cancel() }
+    }
+
+    /// Takes no new tasks from now on, and returns when the running ones have ended.
+    func close() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = state.withLock { state -> Bool in
+                state.closed = true
+                guard !state.entries.isEmpty else { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+}
+
+/// What a task object needs to appear in its manager's list: the registry, and what to list.
+struct TaskTracking: Sendable {
+    let registry: TaskRegistry
+    let kind: SessionTask.Kind
+    let method: HTTPRequest.Method
+    let path: String
+
+    /// A registration, or the refusal of a session that takes no new tasks.
+    struct Registration: Sendable {
+        let registry: TaskRegistry
+        let identifier: Int?
+        let refusal: CourierError?
+
+        /// The task's work has ended.
+        func end() {
+            if let identifier { registry.finished(identifier) }
+        }
+    }
+
+    func register(_ control: TaskControl) -> Registration {
+        do {
+            let identifier = try registry.register(kind, method, path, control: control)
+            return Registration(registry: registry, identifier: identifier, refusal: nil)
+        } catch {
+            return Registration(registry: registry, identifier: nil, refusal: error)
+        }
+    }
+}
