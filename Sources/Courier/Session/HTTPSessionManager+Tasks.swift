@@ -44,7 +44,7 @@ extension HTTPSessionManager {
         _ kind: SessionTask.Kind, _ method: HTTPRequest.Method, _ path: String,
         _ work: (TaskControl) async throws -> Result
     ) async throws -> Result {
-        let control = TaskControl()
+        let control = TaskControl.forRequest()
         let identifier = try tasksInFlight.register(kind, method, path, control: control)
         defer { tasksInFlight.finished(identifier) }
         return try await work(control)

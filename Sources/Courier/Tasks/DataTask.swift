@@ -138,6 +138,14 @@ final class TaskControl: Sendable {
         self.reporters = reporters
     }
 
+    /// Reporters nobody reads, shared by the controls of the verbs' requests: those show no
+    /// progress, and three reporter objects per request were measurable on small GETs.
+    private static let unheardReporters = TransferReporters()
+
+    /// A control for a request without a task object (the verbs): cancel, suspend and resume
+    /// from the manager's task list; no progress.
+    static func forRequest() -> TaskControl { TaskControl(reporters: unheardReporters) }
+
     /// Called by the pipeline right after it made the transfer, before starting it.
     func attach(_ transfer: any TransportTransfer) {
         let cancelled = state.withLock { state in
