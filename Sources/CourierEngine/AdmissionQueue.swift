@@ -1,13 +1,34 @@
 @_spi(CourierInternals) import CourierCore
+import CourierTransport
 
 /// The session's limit on transfers running at once (`maximumConcurrentTasks`), across all its
-/// engines: a transfer runs when a place is free, and otherwise waits, in arrival order, for
-/// one that ends. Any engine thread admits and releases; the state is guarded by a lock.
+/// engines: a transfer runs when a place is free, and otherwise waits for one that ends,
+/// higher priorities first and in arrival order within one. Any engine thread admits and
+/// releases; the state is guarded by a lock.
 final class AdmissionQueue<Item: AnyObject & Sendable>: Sendable {
-    private struct State {
-        var running = 0
+    /// One priority's waiting items, in arrival order (`start` is the first not yet taken).
+    private struct Line {
         var waiting: [Item] = []
         var start = 0
+
+        var count: Int { waiting.count - start }
+
+        mutating func take() -> Item? {
+            guard start < waiting.count else { return nil }
+            let next = waiting[start]
+            start += 1
+            if start > 64, start * 2 > waiting.count {
+                waiting.removeFirst(start)
+                start = 0
+            }
+            return next
+        }
+    }
+
+    private struct State {
+        var running = 0
+        /// By priority, lowest first.
+        var lines = Array(repeating: Line(), count: RequestPriority.allCases.count)
     }
 
     let limit: Int
@@ -20,10 +41,10 @@ final class AdmissionQueue<Item: AnyObject & Sendable>: Sendable {
 
     /// Takes a place for `item` and returns true, or queues it (false): its turn comes with a
     /// later `release()`.
-    func admit(_ item: Item) -> Bool {
+    func admit(_ item: Item, priority: RequestPriority = .normal) -> Bool {
         state.withLock { state in
             guard state.running < limit else {
-                state.waiting.append(item)
+                state.lines[priority.rawValue].waiting.append(item)
                 return false
             }
             state.running += 1
@@ -35,33 +56,24 @@ final class AdmissionQueue<Item: AnyObject & Sendable>: Sendable {
     /// (it holds the place now), or is freed when nothing waits.
     func release() -> Item? {
         state.withLock { state in
-            guard state.start < state.waiting.count else {
-                state.running = max(0, state.running - 1)
-                return nil
+            for index in state.lines.indices.reversed() {
+                if let next = state.lines[index].take() { return next }
             }
-            let next = state.waiting[state.start]
-            state.start += 1
-            if state.start > 64, state.start * 2 > state.waiting.count {
-                state.waiting.removeFirst(state.start)
-                state.start = 0
-            }
-            return next
+            state.running = max(0, state.running - 1)
+            return nil
         }
     }
 
     /// The items still waiting, taken off the queue (the session ends).
     func drain() -> [Item] {
         state.withLock { state in
-            defer {
-                state.waiting.removeAll()
-                state.start = 0
-            }
-            return Array(state.waiting[state.start...])
+            defer { state.lines = Array(repeating: Line(), count: RequestPriority.allCases.count) }
+            return state.lines.reversed().flatMap { $0.waiting[$0.start...] }
         }
     }
 
     /// How many run now, and how many wait (for tests).
     var counts: (running: Int, waiting: Int) {
-        state.withLock { ($0.running, $0.waiting.count - $0.start) }
+        state.withLock { state in (state.running, state.lines.reduce(0) { $0 + $1.count }) }
     }
 }

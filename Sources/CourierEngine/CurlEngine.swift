@@ -415,7 +415,7 @@ package final class CurlEngine: @unchecked Sendable {
     /// session's `AdmissionQueue`.
     private func add(_ transfer: Transfer, admitted: Bool = false) {
         EngineThread.check(self, "CurlEngine.add")
-        if !admitted, let admission, !admission.admit(transfer) { return }
+        if !admitted, let admission, !admission.admit(transfer, priority: transfer.current.priority) { return }
         guard transfer.engineWillAdd() == .add else {
             // Cancelled, or suspended before it ran (a resume submits it again).
             submitted.subtract(1, ordering: .relaxed)

@@ -27,6 +27,8 @@ extension Transfer {
         // where HTTP/2 can happen: libcurl counts cleartext http as "may multiplex" too, and
         // would hold every request to a new host until the first response is over.
         courier_easy_setopt_long(easy, CURLOPT_PIPEWAIT, hop.mayMultiplex ? 1 : 0)
+        // The stream weight, set on every hop as PIPEWAIT is (a reused handle keeps the last).
+        if hop.mayMultiplex { courier_easy_setopt_long(easy, CURLOPT_STREAM_WEIGHT, request.priority.streamWeight) }
         // The response size limit is for bodies held in memory; files and streams have none.
         // The memory sink refuses a declared length over it when the head is complete, and
         // counts decoded bytes after. (Not libcurl's CURLOPT_MAXFILESIZE_LARGE: it would fail

@@ -41,14 +41,19 @@ public struct RequestOptions: Sendable {
     /// Connect to this Unix-domain socket instead of the URL's host and port (nil: the
     /// configuration's `unixSocketPath`).
     public var unixSocketPath: String?
+    /// How urgent the request is: its place in the session's queue when
+    /// `maximumConcurrentTasks` holds requests back, and its HTTP/2 stream weight. Default
+    /// `.normal`.
+    public var priority: RequestPriority
 
     /// Creates options; every choice defaults to the session's.
     public init(
         handlesCookies: Bool? = nil, cachePolicy: CachePolicy? = nil, cacheLifetime: Duration? = nil,
         credential: Credential? = nil, interceptors: [any RequestInterceptor] = [], retryPolicy: RetryPolicy? = nil,
         requestTimeout: Duration? = nil, resourceTimeout: Duration? = nil, redirects: RedirectBehavior? = nil,
-        unixSocketPath: String? = nil
+        unixSocketPath: String? = nil, priority: RequestPriority = .normal
     ) {
+        self.priority = priority
         self.unixSocketPath = unixSocketPath
         self.interceptors = interceptors
         self.handlesCookies = handlesCookies

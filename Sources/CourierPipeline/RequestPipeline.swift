@@ -414,6 +414,7 @@ package final class RequestPipeline: Sendable {
         request.usesLargeBuffers = prepared.call.usesLargeBuffers
         request.failureEndsProgress = !retryable
         request.redirectHandler = prepared.call.options.redirects?.handler
+        request.priority = prepared.call.options.priority
         if transferOptions.verifiesTLS { request.hsts = hsts }
         request.observer = monitors.map { MonitoringObserver(group: $0, requestID: requestID) }
         let revalidates = cacheLookup.revalidates

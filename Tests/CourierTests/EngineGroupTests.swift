@@ -291,3 +291,34 @@ import Testing
                 == HTTPSessionConfiguration.defaultEngineCount)
     }
 }
+
+/// Request priority: the order in which the session's queue starts held-back requests.
+@Suite struct RequestPriorityTests {
+    @Test func higherPrioritiesLeaveTheQueueFirst() async throws {
+        let api = try await faultManager { $0.maximumConcurrentTasks = 1 }
+        let group = try EngineGroupTests.group(api)
+        // One request holds the only place until it is released; three more wait behind it.
+        let held = "held-\(UUID().uuidString.prefix(8))"
+        let blocker = api.dataTask(.get, "ndjson/\(held)", serializer: DataResponseSerializer())
+        _ = try await blocker.head
+        let name = "priority-\(UUID().uuidString.prefix(8))"
+        func waiting(_ priority: RequestPriority) -> DataTask<String> {
+            api.dataTask(
+                .get, "cache-probe/\(name)", parameters: ["p": .string("\(priority)")],
+                options: RequestOptions(priority: priority), serializer: StringResponseSerializer())
+        }
+        let low = waiting(.low)
+        let normal = waiting(.normal)
+        let high = waiting(.high)
+        let deadline = ContinuousClock.now + .seconds(60)
+        while group.admission?.counts.waiting != 3, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let _: Data = try await HTTPSessionManager(baseURL: try await TestServers.fault(), configuration: .ephemeral)
+            .GET("release/\(held)", serializer: DataResponseSerializer())
+        _ = try await blocker.value
+        // The probe numbers its answers in arrival order.
+        let order = [try await high.value, try await normal.value, try await low.value]
+        #expect(order == ["response 1", "response 2", "response 3"])
+    }
+}
