@@ -27,8 +27,8 @@ extension HTTPSessionManager {
     /// Takes no new work from now on (a new request or task fails with
     /// `CourierError.sessionInvalidated`), lets the running ones finish, and returns when the
     /// last has ended; then closes the session's connections and engines, as
-    /// URLSession's `finishTasksAndInvalidate`. Cancel the calling task to stop waiting (the
-    /// session still takes no new work).
+    /// URLSession's `finishTasksAndInvalidate`. It waits as long as the running tasks take
+    /// (their timeouts bound that); ``cancelAllTasks()`` ends the wait sooner.
     public nonisolated func finishTasksAndInvalidate() async {
         await tasksInFlight.close()
         invalidateAndCancel()

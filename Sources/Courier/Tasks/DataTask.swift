@@ -139,7 +139,7 @@ final class TaskControl: Sendable {
     }
 
     /// Reporters nobody reads, shared by the controls of the verbs' requests: those show no
-    /// progress, and three reporter objects per request were measurable on small GETs.
+    /// progress, so they need not make three reporter objects per request.
     private static let unheardReporters = TransferReporters()
 
     /// A control for a request without a task object (the verbs): cancel, suspend and resume
