@@ -20,7 +20,9 @@ import Testing
 
         /// The events' names once `count` have arrived (waits up to 10 s).
         func names(waitingFor count: Int) async -> [String] {
-            let deadline = ContinuousClock.now + .seconds(10)
+            // Long enough for a suite slowed by ThreadSanitizer (10 s was not); it returns as
+            // soon as the events are in.
+            let deadline = ContinuousClock.now + .seconds(120)
             while events.withLock({ $0.count }) < count, ContinuousClock.now < deadline {
                 try? await Task.sleep(for: .milliseconds(5))
             }
