@@ -45,7 +45,7 @@ import Testing
         return resumeData
     }
 
-    static let retryOnce = RetryPolicy(maximumAttempts: 2, initialDelay: .milliseconds(1))
+    static let retryOnce = RetryPolicy(maximumAttempts: 2, initialDelay: .milliseconds(1), deadline: nil)
 
     @Test func a206ForAnotherVersionIsNotSplicedIn() async throws {
         let api = try await faultManager()
