@@ -50,11 +50,16 @@ import Testing
 
     static func name(_ prefix: String) -> String { "\(prefix)-\(UUID().uuidString.prefix(8))" }
 
+    /// The refresh timeout of the tests that are not about it: under ThreadSanitizer with the
+    /// whole suite running, refreshes have taken longer than the default 30 s.
+    static let patientRefresh: Duration = .seconds(600)
+
     @Test func fiftyRequestsWithAnExpiredTokenShareOneRefresh() async throws {
         let refresher = Refresher(token: "fresh")
         let expired = BearerCredential(
             accessToken: "old", refreshToken: "r1", expiration: Date(timeIntervalSinceNow: -60))
-        let auth = AuthenticationInterceptor(credential: expired, refresh: refresher.refresh)
+        let auth = AuthenticationInterceptor(
+            credential: expired, refreshTimeout: Self.patientRefresh, refresh: refresher.refresh)
         let api = try await Self.manager(auth)
         let name = Self.name("expired")
         let results = await Self.fifty(api, name)
@@ -70,7 +75,8 @@ import Testing
     @Test func fiftyRequestsAnswered401ShareOneRefreshAndAreReplayed() async throws {
         let refresher = Refresher(token: "fresh")
         let auth = AuthenticationInterceptor(
-            credential: BearerCredential(accessToken: "revoked"), refresh: refresher.refresh)
+            credential: BearerCredential(accessToken: "revoked"), refreshTimeout: Self.patientRefresh,
+            refresh: refresher.refresh)
         let api = try await Self.manager(auth)
         let name = Self.name("revoked")
         let results = await Self.fifty(api, name)
@@ -87,7 +93,8 @@ import Testing
     @Test func aFailingRefreshFailsEveryWaitingRequestWithTheSameError() async throws {
         let refresher = Refresher(token: nil)
         let expired = BearerCredential(accessToken: "old", expiration: Date(timeIntervalSinceNow: -60))
-        let auth = AuthenticationInterceptor(credential: expired, refresh: refresher.refresh)
+        let auth = AuthenticationInterceptor(
+            credential: expired, refreshTimeout: Self.patientRefresh, refresh: refresher.refresh)
         let api = try await Self.manager(auth)
         let name = Self.name("failing")
         let results = await Self.fifty(api, name)
@@ -110,7 +117,8 @@ import Testing
     @Test func aReplayedRequestAnswered401FailsWithTheStatus() async throws {
         let refresher = Refresher(token: "also-wrong", delay: .zero)
         let auth = AuthenticationInterceptor(
-            credential: BearerCredential(accessToken: "wrong"), refresh: refresher.refresh)
+            credential: BearerCredential(accessToken: "wrong"), refreshTimeout: Self.patientRefresh,
+            refresh: refresher.refresh)
         let api = try await Self.manager(auth)
         let error = await capturedError {
             let _: JSON = try await api.GET("bearer/\(Self.name("wrong"))", parameters: ["token": "fresh"])
@@ -123,7 +131,7 @@ import Testing
         let refresher = Refresher(token: "never-accepted", delay: .zero)
         let auth = AuthenticationInterceptor(
             credential: BearerCredential(accessToken: "wrong"), refreshWindow: .seconds(600), maximumRefreshes: 2,
-            refresh: refresher.refresh)
+            refreshTimeout: Self.patientRefresh, refresh: refresher.refresh)
         let api = try await Self.manager(auth)
         var errors: [(any Error)?] = []
         for round in 0..<4 {
