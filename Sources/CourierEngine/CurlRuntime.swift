@@ -30,8 +30,8 @@ package enum CurlRuntime {
     /// The codings of `Content-Encoding` and `Transfer-Encoding` that libcurl decodes (lower
     /// case): its content encodings, their aliases, `identity` and `chunked`. A response in
     /// any other coding is handed on undecoded (see `Transfer.passesCodingsThroughIfUnknown`).
-    static let decodableCodings: Set<Substring> = {
-        var names = Set(contentEncodings.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces)[...] })
+    static let decodableCodings: Set<String> = {
+        var names = Set(FieldList.lowercasedItems([contentEncodings]))
         if names.contains("gzip") { names.insert("x-gzip") }
         names.formUnion(["identity", "chunked"])
         return names

@@ -96,10 +96,9 @@ extension Transfer {
     private func passesCodingsThroughIfUnknown() {
         var undecodable = false
         if head.hasContentEncoding || head.hasTransferCoding, let easy {
-            let codings = (head.values(of: "content-encoding") + head.values(of: "transfer-encoding"))
-                .lazy.flatMap { $0.split(separator: ",") }
-                .map { $0.trimmingCharacters(in: .whitespaces).lowercased()[...] }
-            undecodable = codings.contains { !$0.isEmpty && !CurlRuntime.decodableCodings.contains($0) }
+            let codings = FieldList.lowercasedItems(
+                head.values(of: "content-encoding") + head.values(of: "transfer-encoding"))
+            undecodable = codings.contains { !CurlRuntime.decodableCodings.contains($0) }
             if undecodable != decodingOff {
                 courier_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, undecodable ? 0 : 1)
             }

@@ -207,7 +207,7 @@ struct CacheLookup: Sendable {
             if mayHoldStored { cache.remove(key) }  // an older stored answer goes too
             return response
         }
-        let varyAll = CacheControl.varyNames(head.values(of: .vary)).contains("*")
+        let varyAll = FieldList.lowercasedItems(head.values(of: .vary)).contains("*")
         let authorized = request.headerFields[.authorization] != nil
         let explicitFreshness = control.maxAge != nil || lifetime != nil || head.lastValue(of: .expires) != nil
         let storable =

@@ -36,12 +36,8 @@ package struct CachedResponse: Sendable {
     /// `response` as the cache keeps it: without hop-by-hop fields, the fields `Connection`
     /// names, and the fields `no-cache="..."` or `private="..."` name.
     package static func storedHead(of response: HTTPResponse, control: CacheControl) -> HTTPResponse {
-        var omitted = hopByHopFields.union(control.omittedFields)
-        for value in response.headerFields[values: .connection] {
-            for name in value.split(separator: ",") {
-                omitted.insert(name.trimmingCharacters(in: .whitespaces).lowercased())
-            }
-        }
+        let omitted = hopByHopFields.union(control.omittedFields)
+            .union(FieldList.lowercasedItems(response.headerFields[values: .connection]))
         guard response.headerFields.contains(where: { omitted.contains($0.name.canonicalName) }) else {
             return response
         }
@@ -60,7 +56,7 @@ package struct CachedResponse: Sendable {
         self.requestTime = requestTime
         self.responseTime = responseTime
         varying = [:]
-        for name in CacheControl.varyNames(response.headerFields[values: .vary]) {
+        for name in FieldList.lowercasedItems(response.headerFields[values: .vary]) {
             varying[name] = HTTPField.Name(name).flatMap { request.headerFields[$0] }
         }
         self.lifetimeOverride = lifetimeOverride.map {
@@ -211,13 +207,8 @@ package struct CachedResponse: Sendable {
     /// that is not a number (`abc`, `-7200`, `7200.0`) is ignored, as if absent.
     package static func ageValue(_ values: [String]) -> TimeInterval {
         guard let first = values.first?.split(separator: ",", omittingEmptySubsequences: false).first else { return 0 }
-        let number = first.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces)
-        guard !number.isEmpty, number.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
-            return 0
-        }
-        var seconds = 0
-        for byte in number.utf8 { seconds = min(seconds * 10 + Int(byte - UInt8(ascii: "0")), 1 << 31) }
-        return TimeInterval(seconds)
+        var number = first.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces)
+        return number.withUTF8 { CacheControl.deltaSeconds($0) }
     }
 
     package var validators: (etag: String?, lastModified: String?) {
@@ -245,11 +236,10 @@ package struct CacheControl {
     /// `stale-if-error`: how long past its freshness the response may be served when a load
     /// fails (RFC 5861 section 4).
     package var staleIfError: TimeInterval?
-    /// Request directives (RFC 9111 section 5.2.1): `max-stale` (with no value: any staleness),
-    /// `min-fresh` and `only-if-cached`.
+    /// Request directives (RFC 9111 section 5.2.1): `max-stale` (with no value: any staleness)
+    /// and `min-fresh`.
     package var maxStale: TimeInterval?
     package var minFresh: TimeInterval?
-    package var onlyIfCached = false
 
     /// Parses the values of `Cache-Control` fields. Every response of a session with a cache
     /// goes through here, so it walks the UTF-8 bytes once: directive names are ASCII tokens
@@ -308,9 +298,7 @@ package struct CacheControl {
             noStore = true
         } else if named("no-cache") || named("private") {
             if let valueBytes, !valueBytes.isEmpty {
-                omittedFields += String(decoding: valueBytes, as: UTF8.self).split(separator: ",").map {
-                    Self.trimmed($0).lowercased()
-                }.filter { !$0.isEmpty }
+                omittedFields += FieldList.lowercasedItems([String(decoding: valueBytes, as: UTF8.self)])
             } else if named("no-cache") {
                 noCache = true
             }
@@ -328,15 +316,13 @@ package struct CacheControl {
             maxStale = valueBytes.map { Self.deltaSeconds($0) } ?? .infinity
         } else if named("min-fresh") {
             minFresh = Self.deltaSeconds(valueBytes)
-        } else if named("only-if-cached") {
-            onlyIfCached = true
         }
     }
 
     /// A delta-seconds value (RFC 9111 section 1.2.2): digits only. One too large to hold is
     /// 2^31, as the RFC says; a missing or malformed one (`-5`, `1e3`, `inf`) is 0, so that the
     /// response is stale rather than fresh for a time nobody meant.
-    private static func deltaSeconds(_ digits: UnsafeBufferPointer<UInt8>?) -> TimeInterval {
+    fileprivate static func deltaSeconds(_ digits: UnsafeBufferPointer<UInt8>?) -> TimeInterval {
         guard let digits, !digits.isEmpty else { return 0 }
         var seconds = 0
         for byte in digits {
@@ -344,19 +330,5 @@ package struct CacheControl {
             seconds = min(seconds * 10 + Int(byte - UInt8(ascii: "0")), 1 << 31)
         }
         return TimeInterval(seconds)
-    }
-
-    /// `text` without leading and trailing spaces and tabs.
-    private static func trimmed(_ text: Substring) -> Substring {
-        let isTrimmed: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        guard let first = text.firstIndex(where: { !isTrimmed($0) }),
-            let last = text.lastIndex(where: { !isTrimmed($0) })
-        else { return "" }
-        return text[first...last]
-    }
-
-    /// The lower-cased field names that `Vary` values list.
-    package static func varyNames(_ values: [String]) -> [String] {
-        values.flatMap { $0.split(separator: ",") }.map { trimmed($0).lowercased() }.filter { !$0.isEmpty }
     }
 }

@@ -77,24 +77,15 @@ extension HTTPSessionManager {
     ) async throws
         -> DataResponse<Response>
     {
-        let headers = request.headers
         var body: RequestBody?
         var contentType: String?
         if let encodable = request.body {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            do {
-                body = RequestBody(.data(try encoder.encode(encodable)))
-            } catch {
-                throw CourierError.serializationFailed(
-                    .init(message: "Cannot encode the body of \(request.method) \(request.path) as JSON: \(error)"))
-            }
-            if !headers.keys.contains(where: { $0.lowercased() == "content-type" }) {
-                contentType = "application/json"
-            }
+            // As `Encodable` parameters are: through the manager's `encoder`, keys sorted.
+            body = RequestBody(.data(try json(from: encodable).serialized()))
+            contentType = "application/json"  // unless `headers` set one: the call's rule
         }
         let call = Call(
-            method: request.method, path: request.pathWithQuery, headers: headers, body: body,
+            method: request.method, path: request.pathWithQuery, headers: request.headers, body: body,
             contentType: contentType, options: request.options)
         return try await tracked(.data, call.method, call.path) { control in
             try await perform(call, serializer: serializer(for: Response.self), register: control.attach)
@@ -147,7 +138,8 @@ public struct Request<Response: Decodable & Sendable>: Sendable {
     public var query: [(name: String, value: String?)]
     /// Header fields for this request; they replace the session's fields of the same name.
     public var headers: [String: String]
-    /// A body, encoded as JSON (`Content-Type: application/json` unless `headers` set one).
+    /// A body, encoded as JSON with the manager's `encoder` (`Content-Type: application/json`
+    /// unless `headers` set one).
     public var body: (any Encodable & Sendable)?
     /// Per-request options.
     public var options: RequestOptions
