@@ -508,7 +508,7 @@ package final class CurlEngine: @unchecked Sendable {
         switch TransferOutcome.evaluate(transfer, easy: easy, code: code) {
         case .redirect(let next):
             next.observer?.transferRedirected(from: transfer.current.head, to: next.head, head: transfer.head)
-            transfer.earlierHopsDuration += TransferOutcome.totalTime(easy)
+            transfer.earlierHops.append(TransferOutcome.transaction(transfer, easy))
             curl_multi_remove_handle(multi, easy)
             // The next hop may change method and body: start from libcurl's defaults.
             EasyHandlePool.reset(easy)

@@ -91,8 +91,8 @@ final class Transfer: @unchecked Sendable {
     @EngineConfined var progressOffset: Int64 = 0
     /// A failure found in a callback (e.g. the body grew past the limit), reported at the end.
     @EngineConfined var callbackFailure: CourierError?
-    /// Time spent on redirect hops before the current one.
-    @EngineConfined var earlierHopsDuration: Duration = .zero
+    /// The redirect hops before the current one.
+    @EngineConfined var earlierHops: [TransactionMetrics] = []
     let errorBuffer: UnsafeMutablePointer<CChar>
 
     init(

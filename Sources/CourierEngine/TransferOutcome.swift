@@ -19,7 +19,13 @@ enum TransferOutcome {
             let request = transfer.current
             let body = transfer.endSink(.failed)
             if let failure = transfer.callbackFailure {
-                return .done(.failure(failure.withContext { if $0.url == nil { $0.url = request.url } }))
+                let metrics = failureMetrics(transfer, easy, error: failure)
+                return .done(
+                    .failure(
+                        failure.withContext {
+                            if $0.url == nil { $0.url = request.url }
+                            $0.metrics = metrics
+                        }))
             }
             let context = CourierError.Context(
                 url: request.url, response: transfer.head.isComplete ? transfer.head.response : nil,
@@ -29,9 +35,13 @@ enum TransferOutcome {
                 transfer.head.isComplete || !requestWasSent(easy)
                 ? .other : .readingHead(sawContentLength: transfer.head.contentLength != nil)
             var error = CourierError.fromCurl(code, detail: detail, context: context, stage: stage)
-            if code == CURLE_COULDNT_CONNECT, let path = request.options.unixSocketPath {
-                // libcurl names the URL's host and port, which a socket request never reaches.
-                error = error.withContext { $0.message = unixSocketMessage(path) }
+            let metrics = failureMetrics(transfer, easy, error: error)
+            error = error.withContext { context in
+                if code == CURLE_COULDNT_CONNECT, let path = request.options.unixSocketPath {
+                    // libcurl names the URL's host and port, which a socket request never reaches.
+                    context.message = unixSocketMessage(path)
+                }
+                context.metrics = metrics
             }
             return .done(.failure(error))
         }
@@ -68,9 +78,9 @@ enum TransferOutcome {
             _ = transfer.endSink(.failed)
             return .done(.failure(incomplete.withContext { if $0.url == nil { $0.url = transfer.current.url } }))
         }
-        var metrics = metrics(easy)
-        metrics.redirectCount = transfer.redirectCount
-        metrics.totalDuration += transfer.earlierHopsDuration
+        var transactions = transfer.earlierHops
+        transactions.append(transaction(transfer, easy))
+        let metrics = TransferMetrics(transactions: transactions, redirectCount: transfer.redirectCount)
         return .done(
             .success(
                 TransferOutput(
@@ -128,13 +138,18 @@ enum TransferOutcome {
         }
     }
 
-    static func totalTime(_ easy: UnsafeMutableRawPointer) -> Duration {
-        var value: curl_off_t = 0
-        courier_easy_getinfo_off_t(easy, CURLINFO_TOTAL_TIME_T, &value)
-        return .microseconds(value)
+    /// The metrics of a transfer that failed on its current hop: the hops before it and the
+    /// failed one, with what libcurl measured of it.
+    private static func failureMetrics(_ transfer: Transfer, _ easy: UnsafeMutableRawPointer, error: CourierError)
+        -> TransferMetrics
+    {
+        var failed = transaction(transfer, easy)
+        failed.failure = error.context.description
+        return TransferMetrics(transactions: transfer.earlierHops + [failed], redirectCount: transfer.redirectCount)
     }
 
-    static func metrics(_ easy: UnsafeMutableRawPointer) -> TransferMetrics {
+    /// The current hop's request, response head (when complete) and figures. Engine thread.
+    static func transaction(_ transfer: Transfer, _ easy: UnsafeMutableRawPointer) -> TransactionMetrics {
         func time(_ info: CURLINFO) -> Duration {
             var value: curl_off_t = 0
             courier_easy_getinfo_off_t(easy, info, &value)
@@ -150,12 +165,13 @@ enum TransferOutcome {
             courier_easy_getinfo_long(easy, info, &value)
             return value
         }
-        var metrics = TransferMetrics()
+        var metrics = TransactionMetrics(
+            request: transfer.current.head, response: transfer.head.isComplete ? transfer.head.response : nil)
         metrics.nameLookup = time(CURLINFO_NAMELOOKUP_TIME_T)
         metrics.connect = time(CURLINFO_CONNECT_TIME_T)
         metrics.tlsHandshake = time(CURLINFO_APPCONNECT_TIME_T)
         metrics.firstByte = time(CURLINFO_STARTTRANSFER_TIME_T)
-        metrics.totalDuration = time(CURLINFO_TOTAL_TIME_T)
+        metrics.duration = time(CURLINFO_TOTAL_TIME_T)
         metrics.bytesReceived = size(CURLINFO_SIZE_DOWNLOAD_T)
         metrics.bytesSent = size(CURLINFO_SIZE_UPLOAD_T)
         metrics.reusedConnection = long(CURLINFO_NUM_CONNECTS) == 0

@@ -270,4 +270,16 @@ struct CacheLookup: Sendable {
         raw.source = source
         return raw
     }
+
+    /// `answer`, a stored response given for `request` without loading (or after a failed
+    /// load, whose transactions `failed` has), with a transaction from the cache in its metrics.
+    static func fromCache(_ answer: RawResponse, for request: HTTPRequest, after failed: TransferMetrics? = nil)
+        -> RawResponse
+    {
+        var answer = answer
+        var transaction = TransactionMetrics(request: request, response: answer.response)
+        transaction.source = .cache
+        answer.metrics.transactions = (failed?.transactions ?? []) + [transaction]
+        return answer
+    }
 }

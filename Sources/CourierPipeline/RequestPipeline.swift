@@ -141,7 +141,7 @@ package final class RequestPipeline: Sendable {
             let raw = try await attemptOnce(
                 prepared, adapted: adapted, hooks: hooks, requestID: 0, attempt: 1, retryable: false,
                 reporters: reporters, sink: sink, register: register, observation: nil)
-            try serialize(raw)
+            try Self.serialize(raw, with: serialize)
             return raw
         }
         return try await performWithInterceptors(
@@ -172,24 +172,31 @@ package final class RequestPipeline: Sendable {
         let started = ContinuousClock.now
         var attempt = 1
         var lastRequest = prepared.head
+        // The transactions of the attempts before this one (see `TransferMetrics.transactions`).
+        var history: [TransactionMetrics] = []
         // What a sink asked the next attempt to add (a download's `Range` and `If-Range`).
         var continuation = HTTPFields()
         while true {
             let context = RequestContext(requestID: requestID, attempt: attempt, firstAttemptStarted: started)
+            var answered: RawResponse?
             do {
                 var adapted = try await adapt(prepared, hooks: hooks, context: context, chain: chain)
                 for field in continuation { adapted.headerFields[field.name] = field.value }
                 lastRequest = adapted
                 monitors?.emit(requestID, .adapted(adapted, attempt: attempt))
-                let raw = try await attemptOnce(
+                var raw = try await attemptOnce(
                     prepared, adapted: adapted, hooks: hooks, requestID: requestID, attempt: attempt,
                     retryable: retryable, reporters: reporters, sink: sink, register: register,
                     observation: observation)
-                try serialize(raw)
+                if attempt > 1 { Self.record(&raw.metrics, attempt: attempt, after: history) }
+                answered = raw
+                try Self.serialize(raw, with: serialize)
                 await monitors?.emitFinished(requestID, raw)
                 observation?.finished(raw)
                 return raw
-            } catch {
+            } catch var error {
+                error = Self.recordFailure(
+                    error, of: lastRequest, answered: answered, attempt: attempt, history: &history)
                 let cancelled = error is CancellationError || Task.isCancelled
                 var decision: RetryDecision =
                     retryable && !cancelled
@@ -230,6 +237,52 @@ package final class RequestPipeline: Sendable {
         }
     }
 
+    /// `serialize(raw)`; a `CourierError` it throws carries the response's metrics.
+    @inline(never)
+    private static func serialize(_ raw: RawResponse, with serialize: (RawResponse) throws -> Void) throws {
+        do {
+            try serialize(raw)
+        } catch let error as CourierError where error.context.metrics == nil {
+            throw error.withContext { $0.metrics = raw.metrics }
+        }
+    }
+
+    /// The metrics of attempt `attempt` (a retry): its transactions numbered, after those of
+    /// the attempts before it.
+    private static func record(_ metrics: inout TransferMetrics, attempt: Int, after history: [TransactionMetrics]) {
+        for index in metrics.transactions.indices { metrics.transactions[index].attempt = attempt }
+        metrics.transactions = history + metrics.transactions
+    }
+
+    /// A failed attempt's transactions added to `history` (the response's when it failed
+    /// validation, the transfer's as its error has them, or the request alone), and the error
+    /// with every attempt's transactions in its metrics.
+    @inline(never)
+    private static func recordFailure(
+        _ error: any Error, of request: HTTPRequest, answered: RawResponse?, attempt: Int,
+        history: inout [TransactionMetrics]
+    ) -> any Error {
+        guard let failure = error as? CourierError else { return error }
+        if let answered {
+            // Already numbered and after the history (see `record`).
+            history = answered.metrics.transactions
+        } else {
+            var metrics = failure.context.metrics ?? TransferMetrics()
+            if metrics.transactions.isEmpty {
+                var transaction = TransactionMetrics(request: request, response: failure.context.response)
+                transaction.failure = failure.context.description
+                metrics.transactions = [transaction]
+            }
+            record(&metrics, attempt: attempt, after: history)
+            history = metrics.transactions
+        }
+        return failure.withContext { context in
+            var metrics = context.metrics ?? answered?.metrics ?? TransferMetrics()
+            metrics.transactions = history
+            context.metrics = metrics
+        }
+    }
+
     /// After a 401 or 407: the transfer once more with the credentials the challenge asks for,
     /// when there are any (see `challengeRetry`). Not inlined, so that its frame exists only
     /// for the responses that need it.
@@ -240,6 +293,7 @@ package final class RequestPipeline: Sendable {
                 after: challenge, used: state.authentication, body: state.request.body, hooks: hooks),
             let continuation = await Self.fieldsForAnotherAttempt(sink)
         else { return }
+        state.earlierTransactions = challenge.metrics.transactions
         state.prepareAnotherTry(with: retry, adding: continuation)
         try await send(state)
     }
@@ -323,6 +377,8 @@ package final class RequestPipeline: Sendable {
         var response: RawResponse?
         /// The spans of the attempt's sends, when the session records any.
         var observation: AttemptObservation?
+        /// The transactions of the send before this one (the challenged request).
+        var earlierTransactions: [TransactionMetrics] = []
 
         /// Whether the response asks for credentials (401 or 407).
         var isChallenged: Bool {
@@ -346,7 +402,7 @@ package final class RequestPipeline: Sendable {
             guard let error = error as? CourierError, let fallback = cacheLookup.fallback(after: error) else {
                 throw error
             }
-            return fallback
+            return CacheLookup.fromCache(fallback, for: request.head, after: error.context.metrics)
         }
 
         /// The request again, with the credentials an authentication challenge asked for and
@@ -399,7 +455,7 @@ package final class RequestPipeline: Sendable {
         if !inBackground, let answer = try cacheLookup.answerWithoutLoading() {
             monitors?.emit(requestID, .attemptStarted(adapted, attempt: attempt))
             if cacheLookup.revalidatesInBackground { revalidateInBackground(prepared, adapted: adapted) }
-            return .answered(Answer(answer))
+            return .answered(Answer(CacheLookup.fromCache(answer, for: adapted)))
         }
         var authentication = storedCredentials(for: urlString)
         // The call's credential (or the URL's user info) belongs to the origin the call named,
@@ -499,7 +555,10 @@ package final class RequestPipeline: Sendable {
     /// The transfer's output as the attempt's response; its HSTS policy noted.
     @inline(never)
     private static func keep(_ output: TransferOutput, in state: Attempt) {
-        let raw = RawResponse(output)
+        var raw = RawResponse(output)
+        if !state.earlierTransactions.isEmpty {
+            raw.metrics.transactions = state.earlierTransactions + raw.metrics.transactions
+        }
         if let hsts = state.request.hsts { HSTSStore.note(raw.head, of: raw.request, in: hsts) }
         state.observation?.received(raw)
         state.response = raw

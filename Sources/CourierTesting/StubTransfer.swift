@@ -197,7 +197,7 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
 
     private func exchange(started: ContinuousClock.Instant) async throws -> TransferOutput {
         var current = request
-        var redirects = 0
+        var hops: [TransactionMetrics] = []
         var sentBytes: Int64 = 0
         while true {
             try Task.checkCancellation()
@@ -242,25 +242,27 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
             {
                 let target = URL(string: location, relativeTo: url)?.absoluteString ?? location
                 if let next = try RedirectPolicy.nextRequest(
-                    after: current, response: httpResponse, location: target, redirectCount: redirects)
+                    after: current, response: httpResponse, location: target, redirectCount: hops.count)
                 {
                     current.observer?.transferRedirected(from: current.head, to: next.head, head: head)
+                    var hop = TransactionMetrics(request: sent, response: httpResponse)
+                    hop.httpVersion = "1.1"
+                    hops.append(hop)
                     current = next
-                    redirects += 1
                     continue
                 }
             }
             return try await deliver(
-                response, head: head, to: current, url: url, sentBytes: sentBytes, redirects: redirects,
-                started: started)
+                response, head: head, to: current, sent: sent, sentBytes: sentBytes, hops: hops, started: started)
         }
     }
 
     /// Feeds the head and the chunks to the sink, with progress; then the failure, if any.
     private func deliver(
-        _ response: StubResponse, head: ResponseHeadParser, to request: TransferRequest, url: URL, sentBytes: Int64,
-        redirects: Int, started: ContinuousClock.Instant
+        _ response: StubResponse, head: ResponseHeadParser, to request: TransferRequest, sent: HTTPRequest,
+        sentBytes: Int64, hops: [TransactionMetrics], started: ContinuousClock.Instant
     ) async throws -> TransferOutput {
+        let url = request.url
         let isHead = request.head.method == .head
         let expected: Int64? = response.failure == nil ? head.contentLength : nil
         if let failure = sink.begin(head, expectedLength: isHead ? nil : expected) {
@@ -301,12 +303,12 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
             _ = sink.end(.failed)
             throw incomplete.withContext { if $0.url == nil { $0.url = url } }
         }
-        var metrics = TransferMetrics()
-        metrics.bytesReceived = received
-        metrics.bytesSent = sentBytes
-        metrics.redirectCount = redirects
+        var last = TransactionMetrics(request: sent, response: head.response)
+        last.bytesReceived = received
+        last.bytesSent = sentBytes
+        last.httpVersion = "1.1"
+        var metrics = TransferMetrics(transactions: hops + [last], redirectCount: hops.count)
         metrics.totalDuration = ContinuousClock.now - started
-        metrics.httpVersion = "1.1"
         return TransferOutput(request: request.head, head: head, body: sink.end(.completed), metrics: metrics)
     }
 

@@ -81,6 +81,9 @@ public enum CourierError: Error, Sendable {
         /// For a download that failed part way: what `downloadTask(resumingFrom:to:)` needs to
         /// fetch only the missing bytes.
         public var resumeData: ResumeData?
+        /// What went out before the failure: the transactions (redirect hops, earlier
+        /// attempts, the failed one) with the figures libcurl had, when a transfer was started.
+        public var metrics: TransferMetrics?
 
         /// Creates a context.
         public init(

@@ -1,8 +1,14 @@
 import Foundation
 
+import HTTPTypes
+
 /// Timing and size figures for one transfer, from libcurl's `curl_easy_getinfo` (see
 /// CURLINFO_TOTAL_TIME_T and friends). Times are from the start of the final hop, except
 /// `totalDuration`, which adds the hops before it when redirects were followed.
+///
+/// `transactions` has one record per request that went out for the call, in order: every
+/// redirect hop, the second request that answered an authentication challenge, and every
+/// retry attempt (including the failed ones), as URLSession's transaction metrics have.
 public struct TransferMetrics: Sendable, Hashable {
     /// Time until the name was resolved.
     public var nameLookup: Duration = .zero
@@ -36,6 +42,84 @@ public struct TransferMetrics: Sendable, Hashable {
     /// keep-alive, HTTP/2 streams) share it. Zero for a Unix-domain socket.
     public var localPort: Int = 0
 
+    /// Every request that went out for the call (or the cache's answer), oldest first; the
+    /// figures above are the last one's. Empty for metrics made with `init()`.
+    public var transactions: [TransactionMetrics] = []
+
     /// Empty metrics (all zero), for responses that did not come from the network.
     public init() {}
+
+    /// Metrics of one transfer: the figures of its last transaction (the final hop), the
+    /// durations of all of them (its redirect hops) added up, and `redirectCount` hops before
+    /// the last.
+    public init(transactions: [TransactionMetrics], redirectCount: Int) {
+        self.redirectCount = redirectCount
+        self.transactions = transactions
+        guard let last = transactions.last else { return }
+        nameLookup = last.nameLookup
+        connect = last.connect
+        tlsHandshake = last.tlsHandshake
+        firstByte = last.firstByte
+        bytesReceived = last.bytesReceived
+        bytesSent = last.bytesSent
+        httpVersion = last.httpVersion
+        remoteIP = last.remoteIP
+        remotePort = last.remotePort
+        reusedConnection = last.reusedConnection
+        localPort = last.localPort
+        for transaction in transactions { totalDuration += transaction.duration }
+    }
+}
+
+/// One request that went out for a call, and what came of it: a redirect hop, a retry
+/// attempt, the second request after an authentication challenge, or the cache's answer.
+public struct TransactionMetrics: Sendable, Hashable {
+    /// Where a transaction's response came from.
+    public enum Source: Sendable, Hashable {
+        /// The network.
+        case network
+        /// The HTTP cache, without a request.
+        case cache
+    }
+
+    /// The request as it was sent (after interceptors, with the cache's conditional fields).
+    public var request: HTTPRequest
+    /// The response head, or nil when the transaction failed before one arrived.
+    public var response: HTTPResponse?
+    /// Where the response came from.
+    public var source: Source = .network
+    /// The attempt it belongs to: 1, then 2 and on for each retry.
+    public var attempt: Int = 1
+    /// Why it failed, when it did (the error's description).
+    public var failure: String?
+    /// Time until the name was resolved.
+    public var nameLookup: Duration = .zero
+    /// Time until the TCP connection was made (zero when an open one was reused).
+    public var connect: Duration = .zero
+    /// Time until the TLS handshake finished (zero for plain HTTP).
+    public var tlsHandshake: Duration = .zero
+    /// Time until the first response byte arrived.
+    public var firstByte: Duration = .zero
+    /// Time for the whole transaction.
+    public var duration: Duration = .zero
+    /// Response body bytes received (before content decoding).
+    public var bytesReceived: Int64 = 0
+    /// Request body bytes sent.
+    public var bytesSent: Int64 = 0
+    /// The HTTP version used: `1.0`, `1.1`, `2` or `3` (empty when nothing was received).
+    public var httpVersion: String = ""
+    /// The peer's IP address.
+    public var remoteIP: String = ""
+    /// The peer's port.
+    public var remotePort: Int = 0
+    /// The local port of the connection (zero for a Unix-domain socket).
+    public var localPort: Int = 0
+    /// Whether an open connection was reused.
+    public var reusedConnection: Bool = false
+
+    /// A transaction of `request`, with its response when one arrived.
+    public init(request: HTTPRequest, response: HTTPResponse?) {
+        self.request = request
+        self.response = response
+    }
 }
