@@ -140,7 +140,9 @@ enum TransferOutcome {
 
     /// The metrics of a transfer that failed on its current hop: the hops before it and the
     /// failed one, with what libcurl measured of it.
-    private static func failureMetrics(_ transfer: Transfer, _ easy: UnsafeMutableRawPointer, error: CourierError)
+    private static func failureMetrics(
+        _ transfer: Transfer, _ easy: UnsafeMutableRawPointer, error: CourierError
+    )
         -> TransferMetrics
     {
         var failed = transaction(transfer, easy)

@@ -273,7 +273,9 @@ struct CacheLookup: Sendable {
 
     /// `answer`, a stored response given for `request` without loading (or after a failed
     /// load, whose transactions `failed` has), with a transaction from the cache in its metrics.
-    static func fromCache(_ answer: RawResponse, for request: HTTPRequest, after failed: TransferMetrics? = nil)
+    static func fromCache(
+        _ answer: RawResponse, for request: HTTPRequest, after failed: TransferMetrics? = nil
+    )
         -> RawResponse
     {
         var answer = answer

@@ -23,7 +23,9 @@ import Testing
 
     @Test func everyRetryAttemptHasItsOwnRecord() async throws {
         let name = "transactions-\(UUID().uuidString.prefix(8))"
-        let api = try await faultManager { $0.interceptors = [RetryPolicy(initialDelay: .milliseconds(1), deadline: nil)] }
+        let api = try await faultManager {
+            $0.interceptors = [RetryPolicy(initialDelay: .milliseconds(1), deadline: nil)]
+        }
         let response = try await api.request(.get, "flaky/\(name)?fail=2", serializer: JSONResponseSerializer())
         #expect(response.value["attempt"] == 3)
         let transactions = response.metrics.transactions
@@ -43,7 +45,9 @@ import Testing
                 ]
                 return configuration
             }())
-        let error = await capturedError { _ = try await api.request(.get, "nothing/here", serializer: DataResponseSerializer()) }
+        let error = await capturedError {
+            _ = try await api.request(.get, "nothing/here", serializer: DataResponseSerializer())
+        }
         #expect(isCourierError(error) { if case .cannotConnect = $0 { true } else { false } })
         let transactions = try #require((error as? CourierError)?.context.metrics).transactions
         #expect(transactions.map(\.attempt) == [1, 2, 3])
@@ -53,7 +57,9 @@ import Testing
 
     @Test func aResponseThatFailsValidationKeepsItsMetricsInTheError() async throws {
         let api = try await httpbinManager()
-        let error = await capturedError { _ = try await api.request(.get, "status/418", serializer: DataResponseSerializer()) }
+        let error = await capturedError {
+            _ = try await api.request(.get, "status/418", serializer: DataResponseSerializer())
+        }
         let metrics = try #require((error as? CourierError)?.context.metrics)
         #expect(metrics.transactions.map { $0.response?.status.code } == [418])
         #expect(metrics.remoteIP == "127.0.0.1")
