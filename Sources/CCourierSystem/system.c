@@ -131,3 +131,111 @@ int courier_is_public_suffix(const char *domain) {
     if (!courier_psl.context) return -1;
     return courier_psl.is_public_suffix(courier_psl.context, domain) ? 1 : 0;
 }
+
+// MARK: - Network paths (rtnetlink)
+
+#include <errno.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <sys/socket.h>
+
+int courier_path_events_open(void) {
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (fd < 0) return -errno;
+    struct sockaddr_nl local = {0};
+    local.nl_family = AF_NETLINK;
+    local.nl_groups = RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR | RTMGRP_IPV4_ROUTE |
+                      RTMGRP_IPV6_ROUTE;
+    if (bind(fd, (struct sockaddr *)&local, sizeof local) != 0) {
+        int error = errno;
+        close(fd);
+        return -error;
+    }
+    return fd;
+}
+
+int courier_path_events_wait(int fd) {
+    char buffer[8192];
+    int messages = 0;
+    int flags = 0;  // the first read blocks, the rest take what is waiting
+    for (;;) {
+        ssize_t count = recv(fd, buffer, sizeof buffer, flags);
+        if (count < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return messages;
+            // ENOBUFS: reports were dropped; the caller re-reads the state, which is the point.
+            if (errno == ENOBUFS) return messages + 1;
+            return messages > 0 ? messages : -errno;
+        }
+        messages += 1;
+        flags = MSG_DONTWAIT;
+    }
+}
+
+int courier_route_lookup(int family, const void *address, int *interface_index) {
+    size_t length = family == AF_INET ? 4 : family == AF_INET6 ? 16 : 0;
+    if (length == 0) return -EAFNOSUPPORT;
+    struct {
+        struct nlmsghdr header;
+        struct rtmsg route;
+        char attributes[64];
+    } request;
+    memset(&request, 0, sizeof request);
+    request.header.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
+    request.header.nlmsg_type = RTM_GETROUTE;
+    request.header.nlmsg_flags = NLM_F_REQUEST;
+    request.header.nlmsg_seq = 1;
+    request.route.rtm_family = (unsigned char)family;
+    request.route.rtm_dst_len = (unsigned char)(length * 8);
+    struct rtattr *destination = (struct rtattr *)((char *)&request + NLMSG_ALIGN(request.header.nlmsg_len));
+    destination->rta_type = RTA_DST;
+    destination->rta_len = (unsigned short)RTA_LENGTH(length);
+    memcpy(RTA_DATA(destination), address, length);
+    request.header.nlmsg_len = NLMSG_ALIGN(request.header.nlmsg_len) + RTA_ALIGN(destination->rta_len);
+
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (fd < 0) return -errno;
+    struct sockaddr_nl kernel = {0};
+    kernel.nl_family = AF_NETLINK;
+    int result = -EIO;
+    if (sendto(fd, &request, request.header.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) {
+        result = -errno;
+        close(fd);
+        return result;
+    }
+    char buffer[8192];
+    ssize_t count;
+    do {
+        count = recv(fd, buffer, sizeof buffer, 0);
+    } while (count < 0 && errno == EINTR);
+    if (count < 0) {
+        result = -errno;
+        close(fd);
+        return result;
+    }
+    for (struct nlmsghdr *message = (struct nlmsghdr *)buffer; NLMSG_OK(message, (unsigned int)count);
+         message = NLMSG_NEXT(message, count)) {
+        if (message->nlmsg_type == NLMSG_ERROR) {
+            struct nlmsgerr *error = NLMSG_DATA(message);
+            result = error->error < 0 ? error->error : -EIO;
+            break;
+        }
+        if (message->nlmsg_type != RTM_NEWROUTE) continue;
+        struct rtmsg *route = NLMSG_DATA(message);
+        if (route->rtm_type == RTN_UNREACHABLE || route->rtm_type == RTN_PROHIBIT ||
+            route->rtm_type == RTN_BLACKHOLE) {
+            result = -ENETUNREACH;
+            break;
+        }
+        int attributes_length = (int)RTM_PAYLOAD(message);
+        *interface_index = 0;
+        for (struct rtattr *attribute = RTM_RTA(route); RTA_OK(attribute, attributes_length);
+             attribute = RTA_NEXT(attribute, attributes_length)) {
+            if (attribute->rta_type == RTA_OIF) *interface_index = *(int *)RTA_DATA(attribute);
+        }
+        result = 0;
+        break;
+    }
+    close(fd);
+    return result;
+}

@@ -51,6 +51,9 @@ public struct RequestEvent: Sendable {
         case responseHead(HTTPResponse, for: HTTPRequest)
         /// The transport follows a redirect: the request that got `response`, and the next.
         case redirected(from: HTTPRequest, to: HTTPRequest, response: HTTPResponse)
+        /// The request could not connect because the system has no route to its host, and
+        /// waits for one (`waitsForConnectivity`): it is sent again when a path appears.
+        case waitingForConnectivity(HTTPRequest)
         /// After attempt `attempt` failed with `error`, the interceptors decided.
         case retryDecided(attempt: Int, error: any Error, decision: RetryDecision)
         /// The request succeeded: the final request, response and body size, with metrics.

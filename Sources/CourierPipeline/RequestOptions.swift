@@ -45,14 +45,18 @@ public struct RequestOptions: Sendable {
     /// `maximumConcurrentTasks` holds requests back, and its HTTP/2 stream weight. Default
     /// `.normal`.
     public var priority: RequestPriority
+    /// Whether a request that cannot connect because the system has no route to the host
+    /// waits for one (nil: the configuration's `waitsForConnectivity`).
+    public var waitsForConnectivity: Bool?
 
     /// Creates options; every choice defaults to the session's.
     public init(
         handlesCookies: Bool? = nil, cachePolicy: CachePolicy? = nil, cacheLifetime: Duration? = nil,
         credential: Credential? = nil, interceptors: [any RequestInterceptor] = [], retryPolicy: RetryPolicy? = nil,
         requestTimeout: Duration? = nil, resourceTimeout: Duration? = nil, redirects: RedirectBehavior? = nil,
-        unixSocketPath: String? = nil, priority: RequestPriority = .normal
+        unixSocketPath: String? = nil, priority: RequestPriority = .normal, waitsForConnectivity: Bool? = nil
     ) {
+        self.waitsForConnectivity = waitsForConnectivity
         self.priority = priority
         self.unixSocketPath = unixSocketPath
         self.interceptors = interceptors
@@ -75,7 +79,7 @@ public struct RequestOptions: Sendable {
     /// Whether any option changes the transfer's settings.
     var changesTransfer: Bool {
         handlesCookies != nil || requestTimeout != nil || resourceTimeout != nil || redirects != nil
-            || unixSocketPath != nil
+            || unixSocketPath != nil || waitsForConnectivity != nil
     }
 }
 

@@ -535,8 +535,54 @@ package final class RequestPipeline: Sendable {
     /// after the wait is done in synchronous functions, whose temporaries stay on the stack.
     @inline(never)
     private func send(_ state: Attempt) async throws {
-        let transfer = start(state)
-        Self.keep(try await transfer.value(cancelsWithCaller: true), in: state)
+        while true {
+            let transfer = start(state)
+            do {
+                Self.keep(try await transfer.value(cancelsWithCaller: true), in: state)
+                return
+            } catch {
+                guard state.request.options.waitsForConnectivity else { throw error }
+                try await waitForConnectivity(after: error, state)
+            }
+        }
+    }
+
+    /// After a send that failed: returns when the request should be sent again because it
+    /// failed for want of a route to its host and one has appeared (`waitsForConnectivity`);
+    /// throws `error` otherwise, or when the wait outlasts the request's timeout (the
+    /// resource timeout, or the request timeout without one).
+    @inline(never)
+    private func waitForConnectivity(after error: any Error, _ state: Attempt) async throws {
+        guard let failure = error as? CourierError, let url = state.request.url, let host = url.host,
+            state.request.options.unixSocketPath == nil
+        else { throw error }
+        switch failure {
+        case .cannotConnect, .cannotResolveHost: break
+        default: throw error
+        }
+        let monitor = ReachabilityMonitor(host: host)
+        guard await !monitor.currentStatus().isReachable else { throw error }
+        monitors?.emit(state.exchange.requestID, .waitingForConnectivity(state.request.head))
+        let limit = state.request.options.totalTimeout ?? state.request.options.idleTimeout
+        let found = try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                try await monitor.waitUntilReachable()
+                return true
+            }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return false
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? false
+        }
+        guard found else {
+            throw failure.withContext {
+                $0.message += " (no route to \(host); waited \(limit) for one)"
+            }
+        }
+        guard let fields = await Self.fieldsForAnotherAttempt(state.exchange.sink) else { throw error }
+        for field in fields { state.request.head.headerFields[field.name] = field.value }
     }
 
     /// The attempt's transfer, made, registered, announced and started.
@@ -578,6 +624,7 @@ package final class RequestPipeline: Sendable {
         if let timeout = choices.requestTimeout { options.idleTimeout = timeout }
         if let timeout = choices.resourceTimeout { options.totalTimeout = timeout }
         if let path = choices.unixSocketPath { options.unixSocketPath = path }
+        if let waits = choices.waitsForConnectivity { options.waitsForConnectivity = waits }
         if let redirects = choices.redirects {
             options.followRedirects = redirects.follows
             options.maximumRedirects = redirects.maximum

@@ -166,6 +166,9 @@ package struct TransferOptions: Sendable, Equatable {
     package var addressOverrides: [AddressOverride] = []
     /// Send stored cookies and keep the ones the response sets.
     package var handlesCookies = true
+    /// A request that cannot connect because there is no route to its host waits for one
+    /// (the pipeline does; the transport does not look at it).
+    package var waitsForConnectivity = false
     /// The proxy (`CURLOPT_PROXY`); nil leaves the choice to libcurl's environment variables.
     package var proxy: String?
     /// No proxy is configured and the environment named none when the session was made: libcurl

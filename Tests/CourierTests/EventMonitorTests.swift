@@ -223,6 +223,7 @@ extension RequestEvent {
         case .attemptStarted: "attemptStarted"
         case .responseHead: "responseHead"
         case .redirected: "redirected"
+        case .waitingForConnectivity: "waitingForConnectivity"
         case .retryDecided: "retryDecided"
         case .finished: "finished"
         case .failed: "failed"

@@ -58,4 +58,17 @@ int courier_cookie_domain_acceptable(const char *host, const char *domain);
 /// libpsl cannot be loaded.
 int courier_is_public_suffix(const char *domain);
 
+// MARK: - Network paths (rtnetlink)
+
+/// A netlink route socket that receives the kernel's link, address and route changes (IPv4
+/// and IPv6) of the calling thread's network namespace. The descriptor, or -errno.
+int courier_path_events_open(void);
+/// Blocks until the kernel reports a change on `fd`, then reads every report waiting: the
+/// number of messages read (at least 1), or -errno.
+int courier_path_events_wait(int fd);
+/// The route the kernel would take to `address` (4 bytes for `family` AF_INET, 16 for
+/// AF_INET6), asked over rtnetlink (RTM_GETROUTE): 0 and the outgoing interface's index, or
+/// -errno (-ENETUNREACH, -EHOSTUNREACH when there is none).
+int courier_route_lookup(int family, const void *address, int *interface_index);
+
 #endif

@@ -101,6 +101,12 @@ public struct HTTPSessionConfiguration: Sendable {
     /// Whether requests send stored cookies and store the cookies responses set. Default true;
     /// a request can opt out with `RequestOptions.handlesCookies`.
     public var handlesCookies = true
+    /// Whether a request that cannot connect because the system has no route to its host
+    /// (the link is down, no address, no default route) waits for one, as URLSession's
+    /// `waitsForConnectivity`: it is sent when a path appears, or fails with its error after
+    /// the resource timeout (the request timeout when there is none). Event monitors see
+    /// `waitingForConnectivity`. A request can choose with `RequestOptions`. Default false.
+    public var waitsForConnectivity = false
     /// Which cookies responses may set. Default `.always`.
     public var cookieAcceptPolicy: CookieAcceptPolicy = .always
     /// How requests use the HTTP cache. Default `.useProtocolCachePolicy` (RFC 9111).
@@ -251,6 +257,7 @@ public struct HTTPSessionConfiguration: Sendable {
         options.unixSocketPath = unixSocketPath
         options.addressOverrides = addressOverrides
         options.handlesCookies = handlesCookies
+        options.waitsForConnectivity = waitsForConnectivity
         options.proxy = proxy?.absoluteString
         return options
     }

@@ -57,6 +57,18 @@ open class HTTPSessionManager {
     /// The session's HTTP cache: inspect or empty it. Nil when the configuration has none
     /// (`cacheCapacity` 0).
     public nonisolated let cache: HTTPCache?
+    /// The reachability of the base URL's host, as AFNetworking's `reachabilityManager`: its
+    /// `statuses` say whether the system has a route to it, and through which interface, each
+    /// time that changes. Nil without a base URL.
+    ///
+    /// ```swift
+    /// for await status in api.reachability!.statuses where !status.isReachable {
+    ///     showOfflineBanner()
+    /// }
+    /// ```
+    public nonisolated var reachability: ReachabilityMonitor? {
+        baseURL.flatMap { ReachabilityMonitor(url: $0) }
+    }
     /// The session's credentials, by protection space (memory only).
     public nonisolated let credentials = CredentialStore()
     /// The tasks and requests running now (``tasks``).

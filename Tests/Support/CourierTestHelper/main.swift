@@ -20,6 +20,8 @@
 //   CourierTestHelper background-claim IDENTIFIER
 //   CourierTestHelper cache-bridge STORAGE              (answers the HTTP cache test suite's
 //                                                         fetch() calls: CacheBridge.swift)
+//   CourierTestHelper reachability PORT                  (in a network namespace of its own:
+//                                                         ReachabilityScenario.swift)
 import Courier
 import Foundation
 import InMemoryTracing
@@ -160,6 +162,9 @@ do {
         } catch CourierError.sessionIdentifierInUse(let context) {
             say("in-use \(context.message)")
         }
+
+    case "reachability":
+        await runReachabilityScenario(port: Int(arguments[1])!)
 
     case "cache-bridge":
         await runCacheBridge(storage: URL(fileURLWithPath: arguments[1]))
