@@ -514,6 +514,7 @@ package final class CurlEngine: @unchecked Sendable {
             EasyHandlePool.reset(easy)
             transfer.handleIsClean = false
             transfer.current = next
+            transfer.noteRedirect(to: next.head)
             transfer.prepared = PreparedHop(next)
             transfer.redirectCount += 1
             transfer.beginHop()

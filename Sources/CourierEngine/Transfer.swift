@@ -94,6 +94,18 @@ final class Transfer: @unchecked Sendable {
     /// The redirect hops before the current one.
     @EngineConfined var earlierHops: [TransactionMetrics] = []
     let errorBuffer: UnsafeMutablePointer<CChar>
+    /// The request of the first hop.
+    let firstRequest: HTTPRequest
+    /// The request of the current hop once a redirect was followed (nil before): written on
+    /// the engine thread, read by task lists on any thread.
+    private let redirectedRequest = Locked<HTTPRequest?>(nil)
+
+    var currentRequest: HTTPRequest { redirectedRequest.withLock { $0 } ?? firstRequest }
+
+    /// Notes the request of the hop a redirect leads to. Engine thread.
+    func noteRedirect(to request: HTTPRequest) {
+        redirectedRequest.withLock { $0 = request }
+    }
 
     init(
         request: TransferRequest, engine: CurlEngine, reporters: TransferReporters? = nil,
@@ -103,6 +115,7 @@ final class Transfer: @unchecked Sendable {
         self.bandwidth = maximumBytesPerSecond.map(BandwidthBucket.init(bytesPerSecond:))
         self.current = request
         self.requestURL = request.urlString
+        self.firstRequest = request.head
         self.hop = HopSettings(request)
         self.prepared = PreparedHop(request, sharedHeaders: sharedHeaders)
         self.engine = engine

@@ -201,4 +201,8 @@ public struct DecodableResponseSerializer<Value: Decodable & Sendable>: Response
 public struct DecodingFailure: Error, Sendable, CustomStringConvertible {
     /// What the decoder reported.
     public var description: String
+
+    package init(description: String) {
+        self.description = description
+    }
 }

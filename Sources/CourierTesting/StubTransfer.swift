@@ -19,6 +19,8 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
         var task: Task<Void, Never>?
         var result: Result<TransferOutput, any Error>?
         var waiters: [CheckedContinuation<TransferOutput, any Error>] = []
+        /// The request of the current hop, once a redirect was followed.
+        var redirectedRequest: HTTPRequest?
         /// Waiting for `resume()` (suspended) or `resumeReceiving()` (the sink paused).
         var gate: [CheckedContinuation<Void, Never>] = []
         var receivePaused = false
@@ -27,6 +29,7 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
 
     let request: TransferRequest
     let requestURL: String
+    var currentRequest: HTTPRequest { state.withLock { $0.redirectedRequest } ?? request.head }
     private let stub: StubTransport
     private let reporters: TransferReporters?
     private let sink: any ResponseSink
@@ -249,6 +252,7 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
                     hop.httpVersion = "1.1"
                     hops.append(hop)
                     current = next
+                    state.withLock { $0.redirectedRequest = next.head }
                     continue
                 }
             }

@@ -47,6 +47,9 @@ package protocol TransportTransfer: AnyObject, Sendable {
     func resumeReceiving()
     /// The URL the transfer was made for (its first hop).
     var requestURL: String { get }
+    /// The request of the current hop: the one the transfer was made for until a redirect is
+    /// followed, then the redirect's. Any thread.
+    var currentRequest: HTTPRequest { get }
     /// Whether the transfer has finished (succeeded, failed or was cancelled).
     var isFinished: Bool { get }
     /// Waits for the result. When `cancelsWithCaller`, cancelling the awaiting Swift task

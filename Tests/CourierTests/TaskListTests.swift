@@ -43,6 +43,28 @@ import Testing
         #expect(after.count == 3)
     }
 
+    @Test func aTaskListsItsOriginalAndCurrentRequestAcrossARedirect() async throws {
+        let fault = try await TestServers.fault()
+        let api = try await faultManager { $0.additionalHeaders = ["X-Team": "courier"] }
+        let target = fault.appendingPathComponent("drip").absoluteString + "?n=300&delay=1000"
+        let task = api.dataTask(
+            .get, "redirect", parameters: ["status": 302, "to": .string(target)], serializer: DataResponseSerializer())
+        defer { task.cancel() }
+        // The redirect is followed at once; the drip then takes five minutes.
+        let deadline = ContinuousClock.now + .seconds(30)
+        var listed: SessionTask?
+        while ContinuousClock.now < deadline {
+            listed = api.tasks.first { $0.taskIdentifier == task.taskIdentifier }
+            if listed?.currentRequest?.path?.hasPrefix("/drip") == true { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let entry = try #require(listed)
+        #expect(entry.originalRequest?.path?.hasPrefix("/redirect?status=302") == true)
+        #expect(entry.originalRequest?.headerFields[HTTPField.Name("X-Team")!] == "courier")
+        #expect(entry.currentRequest?.path == "/drip?n=300&delay=1000")
+        #expect(entry.currentRequest?.method == .get)
+    }
+
     @Test func finishingRefusesNewWorkLetsRunningTasksEndThenEndsTheSession() async throws {
         let api = try await faultManager()
         let running = api.dataTask(

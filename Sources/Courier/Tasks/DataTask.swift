@@ -126,6 +126,8 @@ public final class DataTask<Value: Sendable>: Sendable {
 final class TaskControl: Sendable {
     private struct State {
         var transfer: (any TransportTransfer)?
+        /// The request of the first transfer (after interceptors).
+        var originalRequest: HTTPRequest?
         var cancelled = false
         var suspended = false
         var maximumBytesPerSecond: Int64??
@@ -150,11 +152,18 @@ final class TaskControl: Sendable {
     func attach(_ transfer: any TransportTransfer) {
         let cancelled = state.withLock { state in
             state.transfer = transfer
+            if state.originalRequest == nil { state.originalRequest = transfer.currentRequest }
             if let rate = state.maximumBytesPerSecond { transfer.setMaximumBytesPerSecond(rate) }
             if state.suspended { transfer.suspend() }
             return state.cancelled
         }
         if cancelled { transfer.cancel() }
+    }
+
+    /// The request of the task's first transfer and of its current one (a retry's, a
+    /// redirect's); nil before the first transfer is made.
+    var requests: (original: HTTPRequest?, current: HTTPRequest?) {
+        state.withLock { ($0.originalRequest, $0.transfer?.currentRequest) }
     }
 
     /// Whether ``cancel()`` was called (by the caller, not by the session ending).

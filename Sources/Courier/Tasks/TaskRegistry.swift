@@ -37,6 +37,12 @@ public struct SessionTask: Sendable {
     public let path: String
     /// When the task was made.
     public let earliestBeginDate: Date
+    /// The request its first transfer sent (after interceptors and `adapt(_:)`), as
+    /// URLSession's `originalRequest`; nil until it was made (or when the cache answered).
+    public let originalRequest: HTTPRequest?
+    /// The request it sends now: after a redirect, the redirect's; after a retry, the retry's.
+    /// As URLSession's `currentRequest`; nil until the first transfer was made.
+    public let currentRequest: HTTPRequest?
     /// Its state when the list was made.
     public let state: State
     let control: TaskControl
@@ -103,9 +109,11 @@ final class TaskRegistry: Sendable {
     var snapshot: [SessionTask] {
         state.withLock { state in
             state.entries.sorted { $0.key < $1.key }.map { identifier, entry in
-                SessionTask(
+                let requests = entry.control.requests
+                return SessionTask(
                     taskIdentifier: identifier, kind: entry.kind, method: entry.method, path: entry.path,
-                    earliestBeginDate: entry.created,
+                    earliestBeginDate: entry.created, originalRequest: requests.original,
+                    currentRequest: requests.current,
                     state: entry.control.isCancelled ? .canceling : entry.control.isSuspended ? .suspended : .running,
                     control: entry.control)
             }
