@@ -78,9 +78,13 @@ enum TransferOutcome {
             _ = transfer.endSink(.failed)
             return .done(.failure(incomplete.withContext { if $0.url == nil { $0.url = transfer.current.url } }))
         }
-        var transactions = transfer.earlierHops
-        transactions.append(transaction(transfer, easy))
-        let metrics = TransferMetrics(transactions: transactions, redirectCount: transfer.redirectCount)
+        // The final hop's request and head are added where the response is made (`final`).
+        var metrics = TransferMetrics(
+            figuresOf: transaction(transfer, easy, withHeads: false), redirectCount: transfer.redirectCount)
+        if !transfer.earlierHops.isEmpty {
+            metrics.storedTransactions = transfer.earlierHops
+            for hop in transfer.earlierHops { metrics.totalDuration += hop.duration }
+        }
         return .done(
             .success(
                 TransferOutput(
@@ -150,8 +154,11 @@ enum TransferOutcome {
         return TransferMetrics(transactions: transfer.earlierHops + [failed], redirectCount: transfer.redirectCount)
     }
 
-    /// The current hop's request, response head (when complete) and figures. Engine thread.
-    static func transaction(_ transfer: Transfer, _ easy: UnsafeMutableRawPointer) -> TransactionMetrics {
+    /// The current hop's request, response head (when complete; parsed here) and figures;
+    /// without `withHeads`, no response head. Engine thread.
+    static func transaction(_ transfer: Transfer, _ easy: UnsafeMutableRawPointer, withHeads: Bool = true)
+        -> TransactionMetrics
+    {
         func time(_ info: CURLINFO) -> Duration {
             var value: curl_off_t = 0
             courier_easy_getinfo_off_t(easy, info, &value)
@@ -168,7 +175,8 @@ enum TransferOutcome {
             return value
         }
         var metrics = TransactionMetrics(
-            request: transfer.current.head, response: transfer.head.isComplete ? transfer.head.response : nil)
+            request: transfer.current.head,
+            response: withHeads && transfer.head.isComplete ? transfer.head.response : nil)
         metrics.nameLookup = time(CURLINFO_NAMELOOKUP_TIME_T)
         metrics.connect = time(CURLINFO_CONNECT_TIME_T)
         metrics.tlsHandshake = time(CURLINFO_APPCONNECT_TIME_T)

@@ -311,7 +311,9 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
         last.bytesReceived = received
         last.bytesSent = sentBytes
         last.httpVersion = "1.1"
-        var metrics = TransferMetrics(transactions: hops + [last], redirectCount: hops.count)
+        // The final hop's request and head are added where the response is made.
+        var metrics = TransferMetrics(figuresOf: last, redirectCount: hops.count)
+        metrics.storedTransactions = hops
         metrics.totalDuration = ContinuousClock.now - started
         return TransferOutput(request: request.head, head: head, body: sink.end(.completed), metrics: metrics)
     }

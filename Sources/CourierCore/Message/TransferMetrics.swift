@@ -10,6 +10,9 @@ import HTTPTypes
 /// redirect hop, the second request that answered an authentication challenge, and every
 /// retry attempt (including the failed ones), as URLSession's transaction metrics have.
 public struct TransferMetrics: Sendable, Hashable {
+    // `transactions` is the stored ones followed by the final one, which is built when it is
+    // read from the figures below and the request and head of the response (`final`): a
+    // request with one hop stores no array, and its head is not parsed for the record.
     /// Time until the name was resolved.
     public var nameLookup: Duration = .zero
     /// Time until the TCP connection was made (zero when an existing one was reused).
@@ -44,7 +47,69 @@ public struct TransferMetrics: Sendable, Hashable {
 
     /// Every request that went out for the call (or the cache's answer), oldest first; the
     /// figures above are the last one's. Empty for metrics made with `init()`.
-    public var transactions: [TransactionMetrics] = []
+    public var transactions: [TransactionMetrics] {
+        get {
+            guard let final else { return storedTransactions }
+            var last = TransactionMetrics(request: final.request, response: final.head.response)
+            last.nameLookup = nameLookup
+            last.connect = connect
+            last.tlsHandshake = tlsHandshake
+            last.firstByte = firstByte
+            last.duration = totalDuration - storedTransactions.reduce(.zero) { $0 + $1.duration }
+            last.bytesReceived = bytesReceived
+            last.bytesSent = bytesSent
+            last.httpVersion = httpVersion
+            last.remoteIP = remoteIP
+            last.remotePort = remotePort
+            last.localPort = localPort
+            last.reusedConnection = reusedConnection
+            return storedTransactions + [last]
+        }
+        set {
+            storedTransactions = newValue
+            final = nil
+        }
+    }
+
+    /// The transactions before the final one, or all of them when `final` is nil.
+    package var storedTransactions: [TransactionMetrics] = []
+
+    /// The request and response head of the final transaction, whose figures are the ones
+    /// above (set for a response from a transport).
+    package var final: FinalTransaction?
+
+    /// The request and head of a transfer's final hop.
+    package struct FinalTransaction: Sendable {
+        package var request: HTTPRequest
+        package var head: ResponseHead
+
+        package init(request: HTTPRequest, head: ResponseHead) {
+            self.request = request
+            self.head = head
+        }
+    }
+
+    /// Whether two metrics have the same figures and transactions.
+    public static func == (lhs: TransferMetrics, rhs: TransferMetrics) -> Bool {
+        lhs.nameLookup == rhs.nameLookup && lhs.connect == rhs.connect && lhs.tlsHandshake == rhs.tlsHandshake
+            && lhs.firstByte == rhs.firstByte && lhs.totalDuration == rhs.totalDuration
+            && lhs.bytesReceived == rhs.bytesReceived && lhs.bytesSent == rhs.bytesSent
+            && lhs.redirectCount == rhs.redirectCount && lhs.httpVersion == rhs.httpVersion
+            && lhs.remoteIP == rhs.remoteIP && lhs.remotePort == rhs.remotePort
+            && lhs.reusedConnection == rhs.reusedConnection && lhs.localPort == rhs.localPort
+            && lhs.transactions == rhs.transactions
+    }
+
+    /// Hashes the figures and the transactions.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(totalDuration)
+        hasher.combine(bytesReceived)
+        hasher.combine(bytesSent)
+        hasher.combine(redirectCount)
+        hasher.combine(remotePort)
+        hasher.combine(localPort)
+        hasher.combine(transactions)
+    }
 
     /// Empty metrics (all zero), for responses that did not come from the network.
     public init() {}
@@ -53,9 +118,16 @@ public struct TransferMetrics: Sendable, Hashable {
     /// durations of all of them (its redirect hops) added up, and `redirectCount` hops before
     /// the last.
     public init(transactions: [TransactionMetrics], redirectCount: Int) {
+        self.init(figuresOf: transactions.last, redirectCount: redirectCount)
+        self.storedTransactions = transactions
+        for transaction in transactions.dropLast() { totalDuration += transaction.duration }
+    }
+
+    /// Metrics with the figures of `last` (the final hop, whose request and response are set
+    /// later in `final`), its duration as `totalDuration`.
+    package init(figuresOf last: TransactionMetrics?, redirectCount: Int) {
         self.redirectCount = redirectCount
-        self.transactions = transactions
-        guard let last = transactions.last else { return }
+        guard let last else { return }
         nameLookup = last.nameLookup
         connect = last.connect
         tlsHandshake = last.tlsHandshake
@@ -67,7 +139,7 @@ public struct TransferMetrics: Sendable, Hashable {
         remotePort = last.remotePort
         reusedConnection = last.reusedConnection
         localPort = last.localPort
-        for transaction in transactions { totalDuration += transaction.duration }
+        totalDuration = last.duration
     }
 }
 
