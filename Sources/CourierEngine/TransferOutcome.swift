@@ -156,7 +156,9 @@ enum TransferOutcome {
 
     /// The current hop's request, response head (when complete; parsed here) and figures;
     /// without `withHeads`, no response head. Engine thread.
-    static func transaction(_ transfer: Transfer, _ easy: UnsafeMutableRawPointer, withHeads: Bool = true)
+    static func transaction(
+        _ transfer: Transfer, _ easy: UnsafeMutableRawPointer, withHeads: Bool = true
+    )
         -> TransactionMetrics
     {
         func time(_ info: CURLINFO) -> Duration {
