@@ -23,7 +23,60 @@ enum FuzzTargets {
         "query": query,
         "multipart": multipart,
         "sse": serverSentEvents,
+        "websocket": webSocketFrames,
     ]
+
+    // MARK: WebSocket frames
+
+    /// The events and the error do not depend on how the bytes are cut into chunks (the first
+    /// byte picks the chunk size); each event, written again as a server's frame, reads back
+    /// as itself; a text message is valid UTF-8 and no message passes the limit.
+    static func webSocketFrames(_ data: Data) {
+        guard let first = data.first else { return }
+        let bytes = Array(data.dropFirst())
+        var whole = WebSocketFrameReader(maximumMessageSize: 512)
+        let all = Result { () throws(WebSocketProtocolError) in try whole.feed(bytes) }
+        var pieces = WebSocketFrameReader(maximumMessageSize: 512)
+        var split: [WebSocketEvent] = []
+        var splitError: WebSocketProtocolError?
+        let size = Int(first % 16) + 1
+        for start in stride(from: 0, to: bytes.count, by: size) {
+            do {
+                split += try pieces.feed(bytes[start..<min(start + size, bytes.count)])
+            } catch {
+                splitError = error
+                break
+            }
+        }
+        switch all {
+        case .success(let events):
+            fuzzCheck(
+                splitError == nil && events == split,
+                "whole: \(events), in chunks of \(size): \(split) \(String(describing: splitError))")
+            for event in events {
+                let frame: [UInt8]
+                switch event {
+                case .text(let text):
+                    fuzzCheck(text.utf8.count <= 512, "a message past the limit")
+                    frame = WebSocketFrameWriter.frame(.text, Array(text.utf8), mask: nil)
+                case .binary(let payload):
+                    fuzzCheck(payload.count <= 512, "a message past the limit")
+                    frame = WebSocketFrameWriter.frame(.binary, payload, mask: nil)
+                case .ping(let payload): frame = WebSocketFrameWriter.frame(.ping, payload, mask: nil)
+                case .pong(let payload): frame = WebSocketFrameWriter.frame(.pong, payload, mask: nil)
+                case .close(let code, let reason):
+                    frame = WebSocketFrameWriter.frame(
+                        .close, code.map { WebSocketFrameWriter.closePayload(code: $0, reason: reason) } ?? [],
+                        mask: nil)
+                }
+                var again = WebSocketFrameReader(maximumMessageSize: 512)
+                fuzzCheck((try? again.feed(frame)) == [event], "\(event) does not read back as itself")
+            }
+        case .failure(let error):
+            fuzzCheck(splitError == error, "whole: \(error), in chunks of \(size): \(String(describing: splitError))")
+            fuzzCheck([1002, 1007, 1009].contains(error.closeCode), "close code \(error.closeCode)")
+        }
+    }
 
     // MARK: Server-Sent Events
 

@@ -1,0 +1,119 @@
+import Foundation
+import HTTPTypes
+
+/// The opening handshake of a WebSocket (RFC 6455 section 4): the client's `GET` with
+/// `Upgrade: websocket`, and the checks of the server's `101` answer.
+package enum WebSocketHandshake {
+    /// The GUID the server appends to the key before hashing it (section 1.3).
+    static let guid = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+    /// A new `Sec-WebSocket-Key`: 16 random bytes, base64.
+    package static func makeKey() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return Data((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }).base64EncodedString()
+    }
+
+    /// The `Sec-WebSocket-Accept` a server must answer `key` with: base64 of the SHA-1 of the
+    /// key and the GUID.
+    package static func acceptValue(forKey key: String) -> String {
+        Data(SHA1.hash(Array((key + guid).utf8))).base64EncodedString()
+    }
+
+    /// The request head as bytes: `GET` of the URL's path and query over HTTP/1.1, `Host`,
+    /// the upgrade fields, the subprotocols offered, then `fields` (the session's and the
+    /// request's, cookies), except the ones the handshake sets itself.
+    package static func requestBytes(url: URL, key: String, protocols: [String], fields: HTTPFields) -> [UInt8] {
+        var target = url.path.isEmpty ? "/" : url.path
+        if let query = url.query { target += "?" + query }
+        let defaultPort = ["ws": 80, "http": 80, "wss": 443, "https": 443][url.scheme?.lowercased() ?? ""]
+        var host = url.host ?? ""
+        if host.contains(":") { host = "[\(host)]" }
+        if let port = url.port, port != defaultPort { host += ":\(port)" }
+        var text = "GET \(target) HTTP/1.1\r\nHost: \(host)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        text += "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
+        if !protocols.isEmpty { text += "Sec-WebSocket-Protocol: \(protocols.joined(separator: ", "))\r\n" }
+        let own: Set<String> = [
+            "host", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version", "sec-websocket-protocol",
+            "sec-websocket-extensions", "content-length", "transfer-encoding",
+        ]
+        for field in fields where !own.contains(field.name.canonicalName) {
+            text += "\(field.name.rawName): \(field.value)\r\n"
+        }
+        text += "\r\n"
+        return Array(text.utf8)
+    }
+
+    /// Why the server's answer does not open a WebSocket, or nil when it does; `protocol` is
+    /// the subprotocol it chose (nil for none).
+    package static func check(
+        _ response: HTTPResponse, key: String, protocols: [String]
+    ) -> (
+        failure: String?, protocol: String?
+    ) {
+        guard response.status.code == 101 else {
+            return ("The server answered \(response.status.code) instead of 101 Switching Protocols", nil)
+        }
+        let fields = response.headerFields
+        guard fields[.upgrade]?.lowercased() == "websocket" else {
+            return ("The server's 101 does not say Upgrade: websocket", nil)
+        }
+        let connection = fields[values: .connection].flatMap { $0.split(separator: ",") }
+        guard connection.contains(where: { $0.trimmingCharacters(in: .whitespaces).lowercased() == "upgrade" }) else {
+            return ("The server's 101 does not say Connection: Upgrade", nil)
+        }
+        guard fields[HTTPField.Name("Sec-WebSocket-Accept")!] == acceptValue(forKey: key) else {
+            return ("The server's Sec-WebSocket-Accept does not answer the key", nil)
+        }
+        if let extensions = fields[HTTPField.Name("Sec-WebSocket-Extensions")!], !extensions.isEmpty {
+            return ("The server chose extensions that were not offered: \(extensions)", nil)
+        }
+        guard let chosen = fields[HTTPField.Name("Sec-WebSocket-Protocol")!] else { return (nil, nil) }
+        guard protocols.contains(chosen) else {
+            return ("The server chose the subprotocol \(chosen), which was not offered", nil)
+        }
+        return (nil, chosen)
+    }
+}
+
+/// SHA-1 (FIPS 180-4), for the handshake's accept value only: not for anything secret.
+enum SHA1 {
+    static func hash(_ message: [UInt8]) -> [UInt8] {
+        var h: [UInt32] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0]
+        var padded = message
+        padded.append(0x80)
+        while padded.count % 64 != 56 { padded.append(0) }
+        let bits = UInt64(message.count) * 8
+        for shift in stride(from: 56, through: 0, by: -8) { padded.append(UInt8((bits >> UInt64(shift)) & 0xFF)) }
+        var w = [UInt32](repeating: 0, count: 80)
+        for chunk in stride(from: 0, to: padded.count, by: 64) {
+            for index in 0..<16 {
+                let base = chunk + index * 4
+                w[index] =
+                    UInt32(padded[base]) << 24 | UInt32(padded[base + 1]) << 16 | UInt32(padded[base + 2]) << 8
+                    | UInt32(padded[base + 3])
+            }
+            for index in 16..<80 {
+                let value = w[index - 3] ^ w[index - 8] ^ w[index - 14] ^ w[index - 16]
+                w[index] = value << 1 | value >> 31
+            }
+            var (a, b, c, d, e) = (h[0], h[1], h[2], h[3], h[4])
+            for index in 0..<80 {
+                let (f, k): (UInt32, UInt32)
+                switch index {
+                case 0..<20: (f, k) = ((b & c) | (~b & d), 0x5A82_7999)
+                case 20..<40: (f, k) = (b ^ c ^ d, 0x6ED9_EBA1)
+                case 40..<60: (f, k) = ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC)
+                default: (f, k) = (b ^ c ^ d, 0xCA62_C1D6)
+                }
+                let temp = (a << 5 | a >> 27) &+ f &+ e &+ k &+ w[index]
+                (e, d, c, b, a) = (d, c, b << 30 | b >> 2, a, temp)
+            }
+            h[0] = h[0] &+ a
+            h[1] = h[1] &+ b
+            h[2] = h[2] &+ c
+            h[3] = h[3] &+ d
+            h[4] = h[4] &+ e
+        }
+        return h.flatMap { [UInt8($0 >> 24), UInt8(($0 >> 16) & 0xFF), UInt8(($0 >> 8) & 0xFF), UInt8($0 & 0xFF)] }
+    }
+}

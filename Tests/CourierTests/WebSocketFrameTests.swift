@@ -1,0 +1,156 @@
+import Foundation
+import HTTPTypes
+import Testing
+
+@testable import CourierTransport
+
+/// RFC 6455 framing: the frames a client writes (the RFC's own examples, byte for byte) and
+/// what the reader makes of a server's frames, valid and not.
+@Suite struct WebSocketFrameTests {
+    private func read(_ bytes: [UInt8], limit: Int = 16 << 20) throws(WebSocketProtocolError) -> [WebSocketEvent] {
+        var reader = WebSocketFrameReader(maximumMessageSize: limit)
+        return try reader.feed(bytes)
+    }
+
+    private func closeCode(of bytes: [UInt8], limit: Int = 16 << 20) -> UInt16? {
+        do {
+            _ = try read(bytes, limit: limit)
+            return nil
+        } catch {
+            return error.closeCode
+        }
+    }
+
+    @Test func theRFCsExamplesAreWrittenAndRead() throws {
+        let hello = Array("Hello".utf8)
+        // Section 5.7: a single-frame masked text message, and the same unmasked.
+        #expect(
+            WebSocketFrameWriter.frame(.text, hello, mask: 0x37FA_213D)
+                == [0x81, 0x85, 0x37, 0xFA, 0x21, 0x3D, 0x7F, 0x9F, 0x4D, 0x51, 0x58])
+        #expect(WebSocketFrameWriter.frame(.text, hello, mask: nil) == [0x81, 0x05, 0x48, 0x65, 0x6C, 0x6C, 0x6F])
+        #expect(try read([0x81, 0x05, 0x48, 0x65, 0x6C, 0x6C, 0x6F]) == [.text("Hello")])
+        // A fragmented unmasked text message.
+        #expect(try read([0x01, 0x03, 0x48, 0x65, 0x6C, 0x80, 0x02, 0x6C, 0x6F]) == [.text("Hello")])
+        // Unmasked ping, 256 and 65,536 bytes of binary.
+        #expect(try read([0x89, 0x05] + hello) == [.ping(hello)])
+        let header256 = Array(
+            WebSocketFrameWriter.frame(.binary, [UInt8](repeating: 7, count: 256), mask: nil).prefix(4))
+        #expect(header256 == [0x82, 0x7E, 0x01, 0x00])
+        let header64k = Array(
+            WebSocketFrameWriter.frame(.binary, [UInt8](repeating: 7, count: 65536), mask: nil).prefix(10))
+        #expect(header64k == [0x82, 0x7F, 0, 0, 0, 0, 0, 1, 0, 0])
+    }
+
+    @Test(arguments: [0, 125, 126, 65535, 65536, 1 << 20])
+    func everyLengthEncodingRoundTrips(size: Int) throws {
+        let payload = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        #expect(try read(WebSocketFrameWriter.frame(.binary, payload, mask: nil)) == [.binary(payload)])
+        let text = String(repeating: "é", count: size / 2)
+        #expect(try read(WebSocketFrameWriter.frame(.text, Array(text.utf8), mask: nil)) == [.text(text)])
+    }
+
+    @Test func controlFramesMayComeBetweenFragmentsAndBytesMayArriveOneByOne() throws {
+        let frames =
+            WebSocketFrameWriter.frame(.text, Array("Hel".utf8), fin: false, mask: nil)
+            + WebSocketFrameWriter.frame(.ping, [1, 2], mask: nil)
+            + WebSocketFrameWriter.frame(.continuation, Array("lo".utf8), mask: nil)
+            + WebSocketFrameWriter.frame(
+                .close, WebSocketFrameWriter.closePayload(code: 1000, reason: "bye"), mask: nil)
+        let whole = try read(frames)
+        #expect(whole == [.ping([1, 2]), .text("Hello"), .close(code: 1000, reason: "bye")])
+        var reader = WebSocketFrameReader()
+        var pieces: [WebSocketEvent] = []
+        for byte in frames { pieces += try reader.feed([byte]) }
+        #expect(pieces == whole)
+    }
+
+    @Test func violationsNameTheirCloseCodes() {
+        let hello = Array("Hello".utf8)
+        #expect(closeCode(of: WebSocketFrameWriter.frame(.text, hello, mask: 1)) == 1002)  // masked by the server
+        #expect(closeCode(of: [0x83, 0x00]) == 1002)  // reserved opcode
+        #expect(closeCode(of: [0xC1, 0x00]) == 1002)  // RSV1 without an extension
+        #expect(closeCode(of: [0x80, 0x00]) == 1002)  // continuation without a message
+        #expect(closeCode(of: [0x01, 0x01, 0x41, 0x01, 0x01, 0x42]) == 1002)  // a new message inside one
+        #expect(closeCode(of: [0x09, 0x00]) == 1002)  // a fragmented ping
+        #expect(closeCode(of: [0x89, 0x7E, 0x00, 0x7E] + [UInt8](repeating: 0, count: 126)) == 1002)
+        #expect(closeCode(of: [0x88, 0x01, 0x03]) == 1002)  // a close frame of one byte
+        #expect(closeCode(of: [0x88, 0x02, 0x03, 0xED]) == 1002)  // close code 1005 may not be sent
+        #expect(closeCode(of: [0x81, 0x02, 0xC3, 0x28]) == 1007)  // text that is not UTF-8
+        #expect(closeCode(of: [0x88, 0x04, 0x03, 0xE8, 0xC3, 0x28]) == 1007)  // a reason that is not UTF-8
+        #expect(
+            closeCode(of: WebSocketFrameWriter.frame(.binary, [UInt8](repeating: 0, count: 11), mask: nil), limit: 10)
+                == 1009)
+        #expect(
+            closeCode(
+                of: WebSocketFrameWriter.frame(.binary, [UInt8](repeating: 0, count: 6), fin: false, mask: nil)
+                    + WebSocketFrameWriter.frame(.continuation, [UInt8](repeating: 0, count: 6), mask: nil), limit: 10)
+                == 1009)
+        #expect(closeCode(of: [0x82, 0x7F, 0x80, 0, 0, 0, 0, 0, 0, 0]) == 1002)  // a 64-bit length with its top bit
+    }
+
+    @Test func aLongCloseReasonIsCutOnACharacterBoundary() throws {
+        let payload = WebSocketFrameWriter.closePayload(code: 4000, reason: String(repeating: "€", count: 60))
+        #expect(payload.count <= 125)
+        #expect(
+            try read(WebSocketFrameWriter.frame(.close, payload, mask: nil)) == [
+                .close(code: 4000, reason: String(repeating: "€", count: 41))
+            ])
+    }
+}
+
+/// The opening handshake's pieces: the accept value (the RFC's example), the request head,
+/// and the checks of the server's answer.
+@Suite struct WebSocketHandshakeTests {
+    @Test func theAcceptValueIsTheRFCsAndSHA1IsSHA1() {
+        #expect(WebSocketHandshake.acceptValue(forKey: "dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
+        func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+        #expect(hex(SHA1.hash([])) == "da39a3ee5e6b4b0d3255bfef95601890afd80709")
+        #expect(hex(SHA1.hash(Array("abc".utf8))) == "a9993e364706816aba3e25717850c26c9cd0d89d")
+        let long = Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)
+        #expect(hex(SHA1.hash(long)) == "84983e441c3bd26ebaae4aa1f95129e5e54670f1")
+        #expect(Data(base64Encoded: WebSocketHandshake.makeKey())?.count == 16)
+        #expect(WebSocketHandshake.makeKey() != WebSocketHandshake.makeKey())
+    }
+
+    @Test func theRequestHeadAsksForTheUpgrade() {
+        var fields = HTTPFields()
+        fields[.authorization] = "Bearer t"
+        fields[.connection] = "keep-alive"
+        let head = WebSocketHandshake.requestBytes(
+            url: URL(string: "wss://chat.example.com:8443/rooms/1?since=5")!, key: "k==", protocols: ["v2", "v1"],
+            fields: fields)
+        #expect(
+            String(decoding: head, as: UTF8.self)
+                == "GET /rooms/1?since=5 HTTP/1.1\r\nHost: chat.example.com:8443\r\nUpgrade: websocket\r\n"
+                + "Connection: Upgrade\r\nSec-WebSocket-Key: k==\r\nSec-WebSocket-Version: 13\r\n"
+                + "Sec-WebSocket-Protocol: v2, v1\r\nAuthorization: Bearer t\r\n\r\n")
+        let plain = WebSocketHandshake.requestBytes(
+            url: URL(string: "ws://[::1]:80")!, key: "k", protocols: [], fields: HTTPFields())
+        #expect(String(decoding: plain, as: UTF8.self).hasPrefix("GET / HTTP/1.1\r\nHost: [::1]\r\n"))
+    }
+
+    @Test func theServersAnswerIsChecked() {
+        let key = "dGhlIHNhbXBsZSBub25jZQ=="
+        func answer(_ status: Int = 101, _ extra: [(String, String)] = []) -> HTTPResponse {
+            var fields = HTTPFields()
+            fields[.upgrade] = "WebSocket"
+            fields[.connection] = "keep-alive, Upgrade"
+            fields[HTTPField.Name("Sec-WebSocket-Accept")!] = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+            for (name, value) in extra { fields[HTTPField.Name(name)!] = value }
+            return HTTPResponse(status: .init(code: status), headerFields: fields)
+        }
+        #expect(WebSocketHandshake.check(answer(), key: key, protocols: []).failure == nil)
+        #expect(WebSocketHandshake.check(answer(200), key: key, protocols: []).failure?.contains("200") == true)
+        #expect(WebSocketHandshake.check(answer(), key: "other", protocols: []).failure != nil)
+        let chosen = WebSocketHandshake.check(
+            answer(101, [("Sec-WebSocket-Protocol", "v1")]), key: key, protocols: ["v2", "v1"])
+        #expect(chosen.failure == nil && chosen.protocol == "v1")
+        #expect(
+            WebSocketHandshake.check(answer(101, [("Sec-WebSocket-Protocol", "v3")]), key: key, protocols: ["v1"])
+                .failure != nil)
+        #expect(
+            WebSocketHandshake.check(
+                answer(101, [("Sec-WebSocket-Extensions", "permessage-deflate")]), key: key, protocols: []
+            ).failure != nil)
+    }
+}
