@@ -12,6 +12,7 @@ actor TestServers {
     static let shared = TestServers()
 
     private var httpbin: Task<URL, any Error>?
+    private var webSocket: Task<URL, any Error>?
     private var fault: Task<URL, any Error>?
     private var nginx: Task<NginxServer, any Error>?
     private var tls: Task<TLSServers, any Error>?
@@ -34,6 +35,11 @@ actor TestServers {
     /// httpbin's base URL, e.g. `http://127.0.0.1:41234/`.
     static func httpbin() async throws -> URL {
         try await shared.sharedHttpbin()
+    }
+
+    /// Python's `websockets` serving `Tests/Support/serve_websocket.py`: `ws://127.0.0.1:<port>/`.
+    static func webSocket() async throws -> URL {
+        try await shared.sharedWebSocket()
     }
 
     /// The fault server's base URL.
@@ -68,6 +74,18 @@ actor TestServers {
     private func sharedHttpbin() async throws -> URL {
         if httpbin == nil { httpbin = Task { try await Self.startHttpbin().url } }
         return try await httpbin!.value
+    }
+
+    private func sharedWebSocket() async throws -> URL {
+        if webSocket == nil {
+            webSocket = Task {
+                let python = Self.virtualEnvironment.appendingPathComponent("bin/python")
+                let (_, fields) = try await Self.launch(
+                    python, Self.supportDirectory.appendingPathComponent("serve_websocket.py").path)
+                return URL(string: "ws://127.0.0.1:\(fields[0])/")!
+            }
+        }
+        return try await webSocket!.value
     }
 
     private func sharedFaultServer() async throws -> URL {
