@@ -147,6 +147,8 @@ extension HTTPSessionManager {
     /// a retry policy sees it).
     nonisolated func startStreaming(_ call: Call, into sink: StreamSink, control: TaskControl) {
         let registration = tracking(.stream, call.method, call.path).register(control)
+        // Not `registration.run`: the sink is finished, with the answer or the error, while the
+        // stream is still listed.
         Task {
             defer { registration.end() }
             do {

@@ -45,8 +45,6 @@ extension HTTPSessionManager {
         _ work: (TaskControl) async throws -> Result
     ) async throws -> Result {
         let control = TaskControl.forRequest()
-        let identifier = try tasksInFlight.register(kind, method, path, control: control)
-        defer { tasksInFlight.finished(identifier) }
-        return try await work(control)
+        return try await tracking(kind, method, path).register(control).run { try await work(control) }
     }
 }

@@ -25,21 +25,16 @@ public final class DataTask<Value: Sendable>: Sendable {
 
     init(
         identifier: UUID = UUID(), control: TaskControl, ownedBySession: Bool = false,
-        tracking: TaskTracking? = nil,
-        operation: @escaping @Sendable (TaskControl) async throws -> DataResponse<Value>
+        tracking: TaskTracking, operation: @escaping @Sendable (TaskControl) async throws -> DataResponse<Value>
     ) {
         self.identifier = identifier
         self.control = control
         self.ownedBySession = ownedBySession
-        let registration = tracking?.register(control)
-        taskIdentifier = registration?.identifier
+        let registration = tracking.register(control)
+        taskIdentifier = registration.identifier
         self.task = Task {
-            defer {
-                control.reporters.head.close()
-                registration?.end()
-            }
-            if let refusal = registration?.refusal { throw refusal }
-            return try await operation(control)
+            defer { control.reporters.head.close() }
+            return try await registration.run { try await operation(control) }
         }
     }
 

@@ -67,7 +67,7 @@ public final class DownloadTask: Sendable {
 
     init(
         identifier: UUID = UUID(), control: TaskControl, sink: DownloadSink, ownedBySession: Bool = false,
-        tracking: TaskTracking? = nil, resumeBase: @escaping @Sendable (DownloadSink.Result) -> ResumeData?,
+        tracking: TaskTracking, resumeBase: @escaping @Sendable (DownloadSink.Result) -> ResumeData?,
         operation: @escaping @Sendable (TaskControl) async throws -> DownloadResponse
     ) {
         self.identifier = identifier
@@ -75,13 +75,9 @@ public final class DownloadTask: Sendable {
         self.sink = sink
         self.resumeBase = resumeBase
         self.ownedBySession = ownedBySession
-        let registration = tracking?.register(control)
-        taskIdentifier = registration?.identifier
-        self.task = Task {
-            defer { registration?.end() }
-            if let refusal = registration?.refusal { throw refusal }
-            return try await operation(control)
-        }
+        let registration = tracking.register(control)
+        taskIdentifier = registration.identifier
+        self.task = Task { try await registration.run { try await operation(control) } }
     }
 
     /// The task's number in its manager's ``HTTPSessionManager/tasks`` (nil when the session

@@ -153,9 +153,17 @@ struct TaskTracking: Sendable {
         let identifier: Int?
         let refusal: CourierError?
 
-        /// The task's work has ended.
+        /// The task's work has ended: it leaves the list.
         func end() {
             if let identifier { registry.finished(identifier) }
+        }
+
+        /// Runs `work` while the task is listed, and ends the registration after it; throws
+        /// the refusal instead when the session took no new tasks.
+        func run<Result>(_ work: () async throws -> Result) async throws -> Result {
+            defer { end() }
+            if let refusal { throw refusal }
+            return try await work()
         }
     }
 
