@@ -79,12 +79,9 @@ enum TransferOutcome {
             return .done(.failure(incomplete.withContext { if $0.url == nil { $0.url = transfer.current.url } }))
         }
         // The final hop's request and head are added where the response is made (`final`).
-        var metrics = TransferMetrics(
-            figuresOf: transaction(transfer, easy, withHeads: false), redirectCount: transfer.redirectCount)
-        if !transfer.earlierHops.isEmpty {
-            metrics.storedTransactions = transfer.earlierHops
-            for hop in transfer.earlierHops { metrics.totalDuration += hop.duration }
-        }
+        let metrics = TransferMetrics(
+            figuresOf: transaction(transfer, easy, withHeads: false), after: transfer.earlierHops[...],
+            redirectCount: transfer.redirectCount)
         return .done(
             .success(
                 TransferOutput(

@@ -307,13 +307,12 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
             _ = sink.end(.failed)
             throw incomplete.withContext { if $0.url == nil { $0.url = url } }
         }
-        var last = TransactionMetrics(request: sent, response: head.response)
+        // The final hop's figures; its request and head are added where the response is made.
+        var last = TransactionMetrics(request: sent, response: nil)
         last.bytesReceived = received
         last.bytesSent = sentBytes
         last.httpVersion = "1.1"
-        // The final hop's request and head are added where the response is made.
-        var metrics = TransferMetrics(figuresOf: last, redirectCount: hops.count)
-        metrics.storedTransactions = hops
+        var metrics = TransferMetrics(figuresOf: last, after: hops[...], redirectCount: hops.count)
         metrics.totalDuration = ContinuousClock.now - started
         return TransferOutput(request: request.head, head: head, body: sink.end(.completed), metrics: metrics)
     }

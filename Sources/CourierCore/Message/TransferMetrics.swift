@@ -1,5 +1,4 @@
 import Foundation
-
 import HTTPTypes
 
 /// Timing and size figures for one transfer, from libcurl's `curl_easy_getinfo` (see
@@ -118,15 +117,19 @@ public struct TransferMetrics: Sendable, Hashable {
     /// durations of all of them (its redirect hops) added up, and `redirectCount` hops before
     /// the last.
     public init(transactions: [TransactionMetrics], redirectCount: Int) {
-        self.init(figuresOf: transactions.last, redirectCount: redirectCount)
-        self.storedTransactions = transactions
-        for transaction in transactions.dropLast() { totalDuration += transaction.duration }
+        self.init(figuresOf: transactions.last, after: transactions.dropLast(), redirectCount: redirectCount)
+        storedTransactions = transactions
     }
 
     /// Metrics with the figures of `last` (the final hop, whose request and response are set
-    /// later in `final`), its duration as `totalDuration`.
-    package init(figuresOf last: TransactionMetrics?, redirectCount: Int) {
+    /// later in `final`), after the transactions `earlier` (its redirect hops), whose
+    /// durations `totalDuration` adds to the last one's.
+    package init(
+        figuresOf last: TransactionMetrics?, after earlier: ArraySlice<TransactionMetrics> = [], redirectCount: Int
+    ) {
         self.redirectCount = redirectCount
+        storedTransactions = Array(earlier)
+        for transaction in earlier { totalDuration += transaction.duration }
         guard let last else { return }
         nameLookup = last.nameLookup
         connect = last.connect
@@ -139,7 +142,7 @@ public struct TransferMetrics: Sendable, Hashable {
         remotePort = last.remotePort
         reusedConnection = last.reusedConnection
         localPort = last.localPort
-        totalDuration = last.duration
+        totalDuration += last.duration
     }
 }
 
