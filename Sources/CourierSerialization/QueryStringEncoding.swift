@@ -19,11 +19,10 @@ public enum QueryStringEncoding {
     ) throws(CourierError)
         -> String
     {
-        let escaped: (String) -> String =
-            options.spaces == .plusReplaced
-            ? { escape($0).replacingOccurrences(of: "%20", with: "+") } : { escape($0) }
+        let plus = options.spaces == .plusReplaced
         return try pairs(parameters, options: options).map { name, value in
-            value.map { "\(escaped(name))=\(escaped($0))" } ?? escaped(name)
+            let name = escape(name, spacesAsPlus: plus)
+            return value.map { "\(name)=\(escape($0, spacesAsPlus: plus))" } ?? name
         }.joined(separator: "&")
     }
 
@@ -85,8 +84,9 @@ public enum QueryStringEncoding {
         }
     }
 
-    /// Percent-encodes everything but `A-Z a-z 0-9 - . _ ~ ? /`.
-    public static func escape(_ string: String) -> String {
+    /// Percent-encodes everything but `A-Z a-z 0-9 - . _ ~ ? /`; with `spacesAsPlus`, a space
+    /// is written `+` (as HTML forms do) instead of `%20`.
+    public static func escape(_ string: String, spacesAsPlus: Bool = false) -> String {
         let hex = Array("0123456789ABCDEF".utf8)
         var output: [UInt8] = []
         output.reserveCapacity(string.utf8.count)
@@ -96,6 +96,8 @@ public enum QueryStringEncoding {
                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
                 UInt8(ascii: "~"), UInt8(ascii: "?"), UInt8(ascii: "/"):
                 output.append(byte)
+            case UInt8(ascii: " ") where spacesAsPlus:
+                output.append(UInt8(ascii: "+"))
             default:
                 output.append(UInt8(ascii: "%"))
                 output.append(hex[Int(byte >> 4)])
