@@ -55,33 +55,22 @@ public struct XMLResponseSerializer: ResponseSerializer {
     /// The checks made before parsing.
     public var validation: ResponseValidation
 
-    /// The media types XML serializers accept by default (and any `+xml` suffix type).
-    public static var defaultContentTypes: Set<String> { ["application/xml", "text/xml"] }
+    /// The media types XML serializers accept by default: `application/xml`, `text/xml` and
+    /// any `+xml` type (`*/*+xml`).
+    public static var defaultContentTypes: Set<String> { ["application/xml", "text/xml", "*/*+xml"] }
 
     /// Creates the serializer. `acceptableContentTypes` nil accepts any type.
     public init(
         acceptableStatusCodes: some Sequence<Int> = 200..<300,
         acceptableContentTypes: Set<String>? = XMLResponseSerializer.defaultContentTypes
     ) {
-        validation = ResponseValidation(acceptableStatusCodes: acceptableStatusCodes, acceptableContentTypes: nil)
-        self.acceptableContentTypes = acceptableContentTypes
+        validation = ResponseValidation(
+            acceptableStatusCodes: acceptableStatusCodes, acceptableContentTypes: acceptableContentTypes)
     }
-
-    /// The media types accepted (with any `+xml` type when it holds the defaults' types).
-    public var acceptableContentTypes: Set<String>?
 
     /// Validates and parses the body.
     public func serialize(_ response: RawResponse) throws(CourierError) -> XMLValue {
         try validation.validate(response)
-        if let accepted = acceptableContentTypes, !response.data.isEmpty {
-            let type = ResponseValidation.mediaType(of: response.response) ?? ""
-            let acceptsSuffix = !accepted.isDisjoint(with: Self.defaultContentTypes) && type.hasSuffix("+xml")
-            guard accepted.contains(type) || acceptsSuffix else {
-                throw .unacceptableContentType(
-                    response.errorContext(
-                        "Unacceptable content type \(type.isEmpty ? "(none)" : type); expected XML"))
-            }
-        }
         let builder = XMLTreeBuilder()
         let parser = XMLParser(data: response.data)
         parser.shouldResolveExternalEntities = false

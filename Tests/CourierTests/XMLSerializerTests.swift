@@ -32,6 +32,13 @@ import Testing
         #expect(isCourierError(html) { if case .unacceptableContentType = $0 { true } else { false } })
         let missing = await capturedError { _ = try await api.GET("status/404", serializer: XMLResponseSerializer()) }
         #expect(isCourierError(missing) { if case .unacceptableStatusCode = $0 { true } else { false } })
+        // A `+xml` type is accepted: this body (httpbin's JSON) then fails as XML, not as a type.
+        let atom = await capturedError {
+            _ = try await api.GET(
+                "response-headers", parameters: ["Content-Type": "application/atom+xml"],
+                serializer: XMLResponseSerializer())
+        }
+        #expect(isCourierError(atom) { if case .serializationFailed = $0 { true } else { false } })
     }
 
     @Test func aBodyThatIsNotWellFormedFailsAndTextAndCDATAAreKept() async throws {
