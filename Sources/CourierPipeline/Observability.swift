@@ -393,7 +393,7 @@ enum HTTPAttributes {
             host = host[..<colon]
         }
         attributes["server.address"] = String(host)
-        if let port = port ?? (scheme == "https" ? 443 : scheme == "http" ? 80 : nil) {
+        if let port = port ?? HostName.defaultPort(forScheme: scheme) {
             attributes["server.port"] = port
         }
     }

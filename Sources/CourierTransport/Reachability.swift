@@ -1,4 +1,5 @@
 import CCourierSystem
+@_spi(CourierInternals) import CourierCore
 import Foundation
 import Synchronization
 
@@ -55,12 +56,13 @@ public enum Reachability: Sendable, Hashable {
 /// the system's resolver each time the paths change; a name that does not resolve counts as
 /// unreachable.
 public final class ReachabilityMonitor: Sendable {
-    /// The host watched: a name, or an IPv4 or IPv6 address (with or without brackets).
+    /// The host watched: a name (in the form Courier compares hosts in: lower case, IDNA as
+    /// Punycode, no trailing dot), or an IPv4 or IPv6 address (without brackets).
     public let host: String
 
     /// A monitor of the paths to `host`.
     public init(host: String) {
-        self.host = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        self.host = HostName.normalized(host)
     }
 
     /// A monitor of the paths to the URL's host; nil when the URL has none.

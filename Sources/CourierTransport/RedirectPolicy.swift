@@ -87,6 +87,6 @@ package enum RedirectPolicy {
     }
 
     static func effectivePort(_ url: URL) -> Int? {
-        url.port ?? (url.scheme?.lowercased() == "https" ? 443 : url.scheme?.lowercased() == "http" ? 80 : nil)
+        url.port ?? HostName.defaultPort(forScheme: url.scheme)
     }
 }

@@ -1,3 +1,4 @@
+@_spi(CourierInternals) import CourierCore
 import Foundation
 import HTTPTypes
 
@@ -25,7 +26,7 @@ package enum WebSocketHandshake {
     package static func requestBytes(url: URL, key: String, protocols: [String], fields: HTTPFields) -> [UInt8] {
         var target = url.path.isEmpty ? "/" : url.path
         if let query = url.query { target += "?" + query }
-        let defaultPort = ["ws": 80, "http": 80, "wss": 443, "https": 443][url.scheme?.lowercased() ?? ""]
+        let defaultPort = HostName.defaultPort(forScheme: url.scheme)
         var host = url.host ?? ""
         if host.contains(":") { host = "[\(host)]" }
         if let port = url.port, port != defaultPort { host += ":\(port)" }
@@ -57,8 +58,7 @@ package enum WebSocketHandshake {
         guard fields[.upgrade]?.lowercased() == "websocket" else {
             return ("The server's 101 does not say Upgrade: websocket", nil)
         }
-        let connection = fields[values: .connection].flatMap { $0.split(separator: ",") }
-        guard connection.contains(where: { $0.trimmingCharacters(in: .whitespaces).lowercased() == "upgrade" }) else {
+        guard FieldList.lowercasedItems(fields[values: .connection]).contains("upgrade") else {
             return ("The server's 101 does not say Connection: Upgrade", nil)
         }
         guard fields[HTTPField.Name("Sec-WebSocket-Accept")!] == acceptValue(forKey: key) else {

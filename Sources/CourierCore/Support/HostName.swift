@@ -27,6 +27,16 @@ package enum HostName {
         }.joined(separator: ".")
     }
 
+    /// The port a URL of `scheme` connects to when it names none: 80 for `http` and `ws`, 443
+    /// for `https` and `wss` (any case); nil for other schemes.
+    package static func defaultPort(forScheme scheme: String?) -> Int? {
+        switch scheme?.lowercased() {
+        case "http", "ws": 80
+        case "https", "wss": 443
+        default: nil
+        }
+    }
+
     /// A URL's host, ``normalized(_:)``; nil when the URL has none.
     package static func of(_ url: URL?) -> String? {
         guard let host = url?.host, !host.isEmpty else { return nil }
