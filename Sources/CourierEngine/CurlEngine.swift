@@ -110,7 +110,7 @@ package final class CurlEngine: @unchecked Sendable {
 
     private let inbox: Locked<Inbox>
     private let limits: Limits
-    private let epollFD: Int32
+    let epollFD: Int32
     private let wakeFD: Int32
 
     // The engine thread's own (`@EngineConfined`: checked in debug builds).
@@ -122,7 +122,7 @@ package final class CurlEngine: @unchecked Sendable {
     /// whether libcurl has stopped watching it ("parked"); and which sockets are connections,
     /// opened through CURLOPT_OPENSOCKETFUNCTION: libcurl tells us when it closes them
     /// (CURLOPT_CLOSESOCKETFUNCTION), so they may stay in the epoll set while idle.
-    @EngineConfined private var sockets = SocketTable()
+    @EngineConfined var sockets = SocketTable()
     @EngineConfined private var timerDeadline: UInt64?
     /// The commands taken from the inbox this turn (see `takeCommands`).
     @EngineConfined private var taken: [Command] = []
@@ -137,7 +137,7 @@ package final class CurlEngine: @unchecked Sendable {
     /// Transfers submitted to this engine and not yet ended (queued, waiting for a place,
     /// running): what placement compares engines by. Changed by the caller's side when it
     /// submits and by the engine thread when a transfer leaves.
-    private let submitted = Atomic<Int>(0)
+    let submitted = Atomic<Int>(0)
     /// Transfers whose sinks hold bytes back until the end of this turn of the loop.
     @EngineConfined private var flushes: [Transfer] = []
     /// Transfers paused by the bandwidth limit, and when they may go on.
@@ -148,6 +148,16 @@ package final class CurlEngine: @unchecked Sendable {
     @EngineConfined private var deliveries: [Delivery] = []
     /// libcurl's lists of the session's address overrides.
     @EngineConfined private var overrideLists = AddressOverrideLists()
+    /// The multi handles that connect WebSockets (see `WebSocketMulti`), made on demand.
+    @EngineConfined var webSocketMultis: [WebSocketMulti] = []
+    /// The engine's WebSocket connections, from their start to their end.
+    @EngineConfined var webSockets: [ObjectIdentifier: WebSocketConnection] = [:]
+    /// Connected WebSockets by their socket.
+    @EngineConfined var webSocketsBySocket: [Int32: WebSocketConnection] = [:]
+    /// When the WebSocket multi handles' timers and the connections' own run out.
+    @EngineConfined var webSocketTimers = DeadlineHeap()
+    /// What WebSockets read into (see `webSocketReadBuffer()`).
+    @EngineConfined var webSocketBuffer: UnsafeMutableRawBufferPointer?
 
     /// The `CURLOPT_RESOLVE` and `CURLOPT_CONNECT_TO` lists for `overrides`. Engine thread.
     func overrideLines(_ overrides: [AddressOverride]) -> AddressOverrideLists.Lists {
@@ -260,6 +270,8 @@ package final class CurlEngine: @unchecked Sendable {
                 let event = events[index]
                 if event.fd == wakeFD {
                     woken = true
+                } else if sockets[event.fd].owner != .transfers {
+                    webSocketSocketReady(event.fd, events: Int32(event.events))
                 } else if sockets[event.fd].interest != nil {
                     if sockets[event.fd].parked {
                         // An idle keep-alive connection became readable: the server closed it,
@@ -285,6 +297,7 @@ package final class CurlEngine: @unchecked Sendable {
                 taken.removeAll(keepingCapacity: true)
             }
             if !throttled.isEmpty { releaseThrottled() }
+            if !webSocketTimers.isEmpty { fireWebSocketTimers() }
             if let deadline = timerDeadline, courier_monotonic_nanoseconds() >= deadline {
                 // Cleared first: socket_action may set a new timer through the timer callback.
                 timerDeadline = nil
@@ -323,6 +336,7 @@ package final class CurlEngine: @unchecked Sendable {
     private func pollTimeout() -> Int32 {
         var earliest = timerDeadline
         if let throttle = throttled.earliestDeadline, throttle < earliest ?? .max { earliest = throttle }
+        if let webSocket = webSocketTimers.earliestDeadline, webSocket < earliest ?? .max { earliest = webSocket }
         guard let deadline = earliest else { return -1 }
         let now = courier_monotonic_nanoseconds()
         guard deadline > now else { return 0 }
@@ -527,6 +541,7 @@ package final class CurlEngine: @unchecked Sendable {
     }
 
     private func tearDown() {
+        closeWebSockets()
         for transfer in active {
             transfer.cancel()
             detach(transfer)
@@ -612,6 +627,7 @@ package final class CurlEngine: @unchecked Sendable {
     /// CURLOPT_CLOSESOCKETFUNCTION: a connection socket dies. Closing it also takes it out of
     /// the epoll set (libcurl never duplicates its sockets).
     fileprivate func closeSocket(_ socket: Int32) -> Int32 {
+        if sockets[socket].owner == .webSocket { webSocketsBySocket[socket] = nil }
         sockets[socket] = SocketTable.Entry()
         return close(socket)
     }

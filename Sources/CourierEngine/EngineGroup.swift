@@ -69,6 +69,13 @@ package final class EngineGroup: Transport {
             sharedHeaders: sharedHeaders as? HeaderList, sink: sink, maximumBytesPerSecond: maximumBytesPerSecond)
     }
 
+    /// A WebSocket on the engine with the least work: it never shares a connection, so the
+    /// origin's engine has nothing to offer it.
+    package func makeWebSocket(_ request: TransferRequest, parameters: WebSocketParameters) -> any WebSocketChannel {
+        let engine = engines.min { $0.load < $1.load } ?? engines[0]
+        return WebSocketConnection(engine: engine, request: request, parameters: parameters)
+    }
+
     /// The cookie engine is shared and guards itself: the work runs here, on the caller's
     /// thread, with no hop to an engine.
     package func withCookieJar<Value: Sendable>(

@@ -16,6 +16,20 @@ struct SocketTable {
         var interest: Int32?
         var parked = false
         var isConnection = false
+        /// Who the socket's events go to.
+        var owner = Owner.transfers
+        /// For `.webSocketMulti`: which of the engine's WebSocket multi handles.
+        var slot: Int32 = 0
+    }
+
+    /// Who handles a socket's events.
+    enum Owner: UInt8 {
+        /// The engine's multi handle (its transfers).
+        case transfers
+        /// One of the multi handles that connect WebSockets (`WebSocketMulti`).
+        case webSocketMulti
+        /// A connected WebSocket, which reads and writes the socket itself.
+        case webSocket
     }
 
     private var entries: [Entry] = []

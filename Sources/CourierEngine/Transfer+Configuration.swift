@@ -12,7 +12,7 @@ extension Transfer {
     /// gets only the per-request ones; any other handle is fresh or reset and gets all.
     func configure(_ easy: UnsafeMutableRawPointer) throws(CourierError) {
         EngineThread.check(engine, "Transfer.configure")
-        if !handleIsClean { configureCommonOptions(easy, current.options) }
+        if !handleIsClean { Self.configureCommonOptions(easy, current.options, engine: engine) }
         let request = current
         let me = Unmanaged.passUnretained(self).toOpaque()
         try check(courier_easy_setopt_string(easy, CURLOPT_URL, prepared.url), easy)
@@ -33,7 +33,7 @@ extension Transfer {
         // The memory sink refuses a declared length over it when the head is complete, and
         // counts decoded bytes after. (Not libcurl's CURLOPT_MAXFILESIZE_LARGE: it would fail
         // a redirect that declares a long body too, before Courier could follow it.)
-        configurePins(easy, request)
+        Self.configurePins(easy, request)
         try configureMethodAndBody(easy, request)
         courier_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, prepared.headers.list)
         // libcurl answers a challenge itself (a 401 or 407, then a second request for Digest
@@ -50,7 +50,7 @@ extension Transfer {
         }
     }
 
-    private static func setCredential(
+    static func setCredential(
         _ credential: Credential, _ easy: UnsafeMutableRawPointer, user: CURLoption, password: CURLoption,
         schemes: CURLoption
     ) {
@@ -61,8 +61,9 @@ extension Transfer {
         courier_easy_setopt_long(easy, schemes, Int(bitPattern: UInt(allowed)))
     }
 
-    /// The options every transfer of the session shares.
-    private func configureCommonOptions(_ easy: UnsafeMutableRawPointer, _ options: TransferOptions) {
+    /// The options every transfer of the session shares (WebSocket connections too).
+    static func configureCommonOptions(_ easy: UnsafeMutableRawPointer, _ options: TransferOptions, engine: CurlEngine)
+    {
         courier_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         let enginePointer = Unmanaged.passUnretained(engine).toOpaque()
         courier_easy_setopt_opensocket_function(easy, engineOpenSocketCallback)
@@ -102,7 +103,7 @@ extension Transfer {
         }
         courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, options.verifiesTLS ? 1 : 0)
         courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, options.verifiesTLS ? 2 : 0)
-        configureTLS(easy, options)
+        Self.configureTLS(easy, options)
         if let path = options.unixSocketPath { courier_easy_setopt_string(easy, CURLOPT_UNIX_SOCKET_PATH, path) }
         if !options.addressOverrides.isEmpty {
             let lines = engine.overrideLines(options.addressOverrides)
@@ -117,7 +118,7 @@ extension Transfer {
     }
 
     /// Trust, versions and the client identity: session-wide.
-    private func configureTLS(_ easy: UnsafeMutableRawPointer, _ options: TransferOptions) {
+    private static func configureTLS(_ easy: UnsafeMutableRawPointer, _ options: TransferOptions) {
         // A file or directory given replaces libcurl's built-in one of the same kind; without
         // the system's trust, the other built-in goes too (NULL disables it).
         if let path = options.caFilePath {
@@ -149,7 +150,7 @@ extension Transfer {
     }
 
     /// The pins for this hop's host (per hop: a reused handle and a redirect may change hosts).
-    func configurePins(_ easy: UnsafeMutableRawPointer, _ request: TransferRequest) {
+    static func configurePins(_ easy: UnsafeMutableRawPointer, _ request: TransferRequest) {
         guard !request.options.pins.isEmpty else { return }
         if let host = HostName.of(request.url), let pins = request.options.pins[host] {
             courier_easy_setopt_string(easy, CURLOPT_PINNEDPUBLICKEY, pins.joined(separator: ";"))

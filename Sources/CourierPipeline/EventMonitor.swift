@@ -62,6 +62,13 @@ public struct RequestEvent: Sendable {
         /// interceptor, `adapt(_:)`, `process(_:)` or a serializer threw. Cancellation is not
         /// reported as a failure.
         case failed(HTTPRequest, any Error, attempts: Int)
+        /// A WebSocket opened: the handshake request as sent, the server's `101`, and the
+        /// subprotocol it chose. (A WebSocket that fails to open ends with `failed`.)
+        case webSocketOpened(HTTPRequest, HTTPResponse, subprotocol: String?)
+        /// An open WebSocket ended: with the peer's close code and reason after a close
+        /// handshake (the code nil when its close frame had none), or with the error that
+        /// ended it (nil after a close handshake; `CancellationError` when it was cancelled).
+        case webSocketClosed(HTTPRequest, code: UInt16?, reason: String, error: (any Error)?)
     }
 
     /// An event.

@@ -4,10 +4,10 @@ import HTTPTypes
 import Logging
 
 /// Writes a session's requests to a swift-log `Logger`: at `debug`, one line per request
-/// (method, URL, status, duration, bytes received, where the answer came from) and one per
-/// retry decision; at `trace`, also each attempt's request headers and each response head's
-/// fields. The values of `Authorization`, `Proxy-Authorization`, `Cookie` and `Set-Cookie` are
-/// written as `<redacted>`.
+/// (method, URL, status, duration, bytes received, where the answer came from), one per retry
+/// decision, and one when a WebSocket opens and one when it ends; at `trace`, also each
+/// attempt's request headers and each response head's fields. The values of `Authorization`,
+/// `Proxy-Authorization`, `Cookie` and `Set-Cookie` are written as `<redacted>`.
 ///
 /// A manager whose `logger` is at `debug` or `trace` adds one by itself; add one to
 /// `HTTPSessionConfiguration.eventMonitors` to log to another logger.
@@ -50,9 +50,24 @@ public struct LoggingMonitor: EventMonitor {
             logger.debug(
                 "\(from.method.rawValue) \(Self.url(of: from)) -> \(response.status.code), redirected to \(to.method.rawValue) \(Self.url(of: to))",
                 metadata: ["request": id])
+        case .webSocketOpened(let request, let response, let subprotocol):
+            logger.debug(
+                "WebSocket \(Self.webSocketURL(of: request)) -> \(response.status.code)\(subprotocol.map { ", subprotocol \($0)" } ?? "")",
+                metadata: ["request": id])
+        case .webSocketClosed(let request, let code, let reason, let error):
+            let how =
+                error.map { "failed: \($0)" }
+                ?? "closed with \(code.map(String.init) ?? "no code")\(reason.isEmpty ? "" : " \"\(reason)\"")"
+            logger.debug("WebSocket \(Self.webSocketURL(of: request)) \(how)", metadata: ["request": id])
         default:
             return
         }
+    }
+
+    /// The ws or wss URL a WebSocket's handshake request stands for.
+    static func webSocketURL(of request: HTTPRequest) -> String {
+        let scheme = request.scheme == "https" ? "wss" : "ws"
+        return "\(scheme)://\(request.authority ?? "")\(request.path ?? "")"
     }
 
     /// Header fields whose values are secrets, written as `<redacted>`.

@@ -94,7 +94,7 @@ package final class RequestPipeline: Sendable {
     /// does not honour it.
     package let hsts: HSTSStore?
     /// The last request number given out (see `RequestContext.requestID`).
-    private let lastRequestID = Atomic<UInt64>(0)
+    let lastRequestID = Atomic<UInt64>(0)
     /// Spans and metrics, when a tracer or a metrics factory records them.
     package let observability: SessionObservability
 
@@ -299,7 +299,7 @@ package final class RequestPipeline: Sendable {
     }
 
     /// The request of one attempt: the session's interceptors, the call's, then the hooks.
-    private func adapt(
+    func adapt(
         _ prepared: PreparedRequest, hooks: any SessionHooks, context: RequestContext,
         chain: [any RequestInterceptor]
     ) async throws -> HTTPRequest {
@@ -641,7 +641,7 @@ package final class RequestPipeline: Sendable {
 
     /// What the credential store has for a request to `urlString` and for its proxy. An empty
     /// store (the common case) costs no URL parsing.
-    private func storedCredentials(for urlString: String) -> CredentialPair {
+    func storedCredentials(for urlString: String) -> CredentialPair {
         guard !credentials.isEmpty, let url = URL(string: urlString) else { return CredentialPair() }
         let server = ProtectionSpace(url: url).flatMap { space in
             credentials.credential(for: space).map { ScopedCredential($0, for: space) }

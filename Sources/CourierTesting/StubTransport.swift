@@ -33,8 +33,15 @@ public final class StubTransport: Sendable {
         var respond: @Sendable (RecordedRequest) async throws -> StubResponse
     }
 
+    struct WebSocketRoute: Sendable {
+        var path: String
+        var subprotocol: String?
+        var handler: @Sendable (StubWebSocketPeer) async throws -> Void
+    }
+
     private struct State {
         var routes: [Route] = []
+        var webSocketRoutes: [WebSocketRoute] = []
         var recorded: [RecordedRequest] = []
     }
 
@@ -75,6 +82,38 @@ public final class StubTransport: Sendable {
         respond: @escaping @Sendable (RecordedRequest) async throws -> StubResponse
     ) {
         state.withLock { $0.routes.insert(Route(matches: matches, respond: respond), at: 0) }
+    }
+
+    /// Plays the server for WebSockets to `path` (matched as ``stub(_:_:with:)`` matches):
+    /// the handshake succeeds (choosing `subprotocol`, which fails the handshake unless the
+    /// client offered it), and `handler` runs with the server's end of the WebSocket: what the
+    /// client sends arrives in ``StubWebSocketPeer/messages``, and what the handler sends
+    /// arrives in the client's ``WebSocket/messages``. When the handler returns, the server
+    /// closes with 1000 (unless it closed already); when it throws, the connection drops
+    /// (the client sees `CourierError.connectionLost`). Handshakes are recorded in
+    /// ``requests``; a WebSocket no stub answers fails with
+    /// `CourierError.webSocketHandshakeFailed` and a 404.
+    ///
+    /// ```swift
+    /// stub.stubWebSocket("/chat") { peer in
+    ///     for try await message in peer.messages { try await peer.send(message) }  // echo
+    /// }
+    /// ```
+    public func stubWebSocket(
+        _ path: String, subprotocol: String? = nil,
+        handler: @escaping @Sendable (StubWebSocketPeer) async throws -> Void
+    ) {
+        state.withLock {
+            $0.webSocketRoutes.insert(WebSocketRoute(path: path, subprotocol: subprotocol, handler: handler), at: 0)
+        }
+    }
+
+    /// Records a WebSocket's handshake and finds its route.
+    func webSocketRoute(for request: RecordedRequest) -> WebSocketRoute? {
+        state.withLock { state in
+            state.recorded.append(request)
+            return state.webSocketRoutes.first { Self.path(request.path, matches: $0.path) }
+        }
     }
 
     /// Every request given to the transport so far, in order: each hop of a redirect, and each
@@ -138,6 +177,10 @@ public final class StubTransport: Sendable {
                 }
             }
             return transfer
+        }
+
+        func makeWebSocket(_ request: TransferRequest, parameters: WebSocketParameters) -> any WebSocketChannel {
+            StubWebSocketChannel(request: request, parameters: parameters, stub: stub)
         }
 
         func shutdown() {

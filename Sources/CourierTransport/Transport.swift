@@ -25,6 +25,10 @@ package protocol Transport: CookieJarHost, AnyObject {
         sink: (any ResponseSink)?, maximumBytesPerSecond: Int64?
     ) -> any TransportTransfer
 
+    /// A WebSocket for `request` (a `GET` of the http or https URL standing for the ws or wss
+    /// one, its head as the handshake sends it), not yet opened.
+    func makeWebSocket(_ request: TransferRequest, parameters: WebSocketParameters) -> any WebSocketChannel
+
     /// Cancels every transfer and releases the transport's resources; transfers made
     /// afterwards fail with `CancellationError`. Idempotent.
     func shutdown()

@@ -227,6 +227,8 @@ extension RequestEvent {
         case .retryDecided: "retryDecided"
         case .finished: "finished"
         case .failed: "failed"
+        case .webSocketOpened: "webSocketOpened"
+        case .webSocketClosed: "webSocketClosed"
         }
     }
 }

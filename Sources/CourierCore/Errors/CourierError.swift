@@ -63,6 +63,15 @@ public enum CourierError: Error, Sendable {
     /// refresh failed (its error is the context's `underlyingError`) or was refused as one too
     /// many within its window.
     case authenticationFailed(Context)
+    /// The server did not accept the WebSocket: it answered with another status than 101, or
+    /// its 101 does not answer the handshake (`context.response` has the head it sent).
+    case webSocketHandshakeFailed(Context)
+    /// The server broke the WebSocket protocol (a masked frame, a reserved opcode or bit,
+    /// invalid UTF-8 in a text message, a malformed close): Courier closed the connection
+    /// with the code in `context.webSocketCloseCode` (1002, or 1007 for invalid data).
+    case webSocketProtocolViolation(Context)
+    /// The WebSocket is closed (or failed): nothing more can be sent on it.
+    case webSocketClosed(Context)
 
     /// What Courier knew when the error happened.
     public struct Context: Sendable, CustomStringConvertible {
@@ -84,6 +93,10 @@ public enum CourierError: Error, Sendable {
         /// What went out before the failure: the transactions (redirect hops, earlier
         /// attempts, the failed one) with the figures libcurl had, when a transfer was started.
         public var metrics: TransferMetrics?
+        /// For a WebSocket that failed: the close code that stands for the failure (RFC 6455
+        /// section 7.4.1): the one Courier sent (1002 protocol error, 1007 invalid data, 1009
+        /// message too big), or 1006 when the connection ended without a close frame.
+        public var webSocketCloseCode: UInt16?
 
         /// Creates a context.
         public init(
@@ -117,8 +130,9 @@ public enum CourierError: Error, Sendable {
             .serializationFailed(let context), .responseTooLarge(let context), .fileSystem(let context),
             .sessionIdentifierInUse(let context), .unsupportedInBackgroundSession(let context),
             .sessionInvalidated(let context), .invalidResponse(let context), .transport(let context),
-            .notCached(let context),
-            .authenticationFailed(let context):
+            .notCached(let context), .authenticationFailed(let context),
+            .webSocketHandshakeFailed(let context), .webSocketProtocolViolation(let context),
+            .webSocketClosed(let context):
             return context
         }
     }
@@ -154,6 +168,9 @@ public enum CourierError: Error, Sendable {
         case .transport: "transport"
         case .notCached: "notCached"
         case .authenticationFailed: "authenticationFailed"
+        case .webSocketHandshakeFailed: "webSocketHandshakeFailed"
+        case .webSocketProtocolViolation: "webSocketProtocolViolation"
+        case .webSocketClosed: "webSocketClosed"
         }
     }
 
@@ -183,6 +200,9 @@ public enum CourierError: Error, Sendable {
         case .transport: return .transport(context)
         case .notCached: return .notCached(context)
         case .authenticationFailed: return .authenticationFailed(context)
+        case .webSocketHandshakeFailed: return .webSocketHandshakeFailed(context)
+        case .webSocketProtocolViolation: return .webSocketProtocolViolation(context)
+        case .webSocketClosed: return .webSocketClosed(context)
         }
     }
 }

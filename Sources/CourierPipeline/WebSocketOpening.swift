@@ -1,0 +1,66 @@
+@_spi(CourierInternals) import CourierCore
+import CourierStorage
+import CourierTransport
+import Foundation
+import HTTPTypes
+
+extension RequestPipeline {
+    /// Opens a WebSocket for `prepared` (a `GET` of the http or https URL standing for the ws
+    /// or wss one): the interceptors and hooks adapt it as any request, an http URL of a host
+    /// known for `Strict-Transport-Security` becomes https, the call's or the store's
+    /// credential for the origin goes as Basic authentication (a handshake cannot answer a
+    /// challenge), and the proxy's credential to the proxy. Monitors hear `created`,
+    /// `adapted`, `attemptStarted`, then `webSocketOpened` or `failed`, and later
+    /// `webSocketClosed`. Not retried: an open that fails throws.
+    package func openWebSocket(
+        _ prepared: PreparedRequest, hooks: any SessionHooks, parameters: WebSocketParameters
+    ) async throws -> (channel: any WebSocketChannel, opening: WebSocketOpening) {
+        let requestID = lastRequestID.add(1, ordering: .relaxed).newValue
+        monitors?.emit(requestID, .created(prepared.head))
+        let context = RequestContext(requestID: requestID, attempt: 1, firstAttemptStarted: .now)
+        var adapted = prepared.head
+        do {
+            adapted = try await adapt(prepared, hooks: hooks, context: context, chain: prepared.call.options.chain)
+            if let hsts, !hsts.isEmpty, adapted.scheme == "http", let url = adapted.url,
+                let upgraded = hsts.upgrade(url)
+            {
+                adapted.url = upgraded
+            }
+            monitors?.emit(requestID, .adapted(adapted, attempt: 1))
+            let urlString = try RequestBuilding.urlString(of: adapted)
+            let stored = storedCredentials(for: urlString)
+            let credential =
+                prepared.call.options.credential ?? stored.server.credential(for: URL(string: urlString))
+            if let credential, adapted.headerFields[.authorization] == nil {
+                let token = Data("\(credential.user):\(credential.password)".utf8).base64EncodedString()
+                adapted.headerFields[.authorization] = "Basic \(token)"
+            }
+            var request = TransferRequest(
+                head: adapted, urlString: urlString, body: nil, options: options(for: prepared.call))
+            request.proxyCredential = stored.proxy
+            var parameters = parameters
+            if let monitors {
+                let handshake = adapted
+                parameters.onEnd = { result, closure in
+                    var error: (any Error)?
+                    if case .failure(let failure) = result { error = failure }
+                    monitors.emit(
+                        requestID,
+                        .webSocketClosed(
+                            handshake, code: closure?.code, reason: closure?.reason ?? "", error: error))
+                }
+            }
+            let channel = transport.makeWebSocket(request, parameters: parameters)
+            monitors?.emit(requestID, .attemptStarted(adapted, attempt: 1))
+            let opening = try await channel.open()
+            monitors?.emit(
+                requestID, .webSocketOpened(opening.request, opening.response, subprotocol: opening.subprotocol))
+            return (channel, opening)
+        } catch {
+            if let monitors, !(error is CancellationError) {
+                await monitors.emitFailed(requestID, adapted, error, attempts: 1)
+            }
+            throw error
+        }
+    }
+}
