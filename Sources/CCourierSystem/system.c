@@ -2,6 +2,7 @@
 #include "CCourierSystem.h"
 
 #include <dlfcn.h>
+#include <malloc.h>
 #include <sched.h>
 #include <unistd.h>
 #include <fcntl.h>
@@ -238,4 +239,8 @@ int courier_route_lookup(int family, const void *address, int *interface_index) 
     }
     close(fd);
     return result;
+}
+
+size_t courier_heap_bytes_in_use(void) {
+    return mallinfo2().uordblks;
 }

@@ -28,6 +28,7 @@ struct CourierCommand: AsyncParsableCommand {
               courier --download --continue example.com/big.iso --output big.iso
               courier --cacert ca.pem --pin sha256//r8ud...= https://api.example.com/me
               courier --unix-socket /var/run/docker.sock localhost/containers/json
+              courier wss://echo.example.com/chat    (lines of standard input go as messages)
             """,
         version: CourierInfo.version)
 
@@ -277,6 +278,16 @@ struct CourierCommand: AsyncParsableCommand {
     /// Sends the request (or, `--offline`, prints it) and prints the answer; `auth` is the
     /// credential in use, from the command line or the session.
     func send(_ invocation: Invocation, with api: HTTPSessionManager, auth: String?) async throws {
+        if WebSocketChat.isWebSocketURL(invocation.url) {
+            if download || offline { throw ValidationError("--download and --offline are for HTTP, not WebSockets") }
+            do {
+                try await WebSocketChat(api: api, invocation: invocation, verbose: verbose).run()
+            } catch let error as CourierError {
+                TerminalOutput().printError(error)
+                throw ExitCode(Self.exitCode(for: error))
+            }
+            return
+        }
         if download {
             try await Downloader(api: api, invocation: invocation, output: output, resumes: `continue`).run()
             return

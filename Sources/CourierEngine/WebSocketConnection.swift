@@ -39,6 +39,8 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
     let engine: CurlEngine
     let request: TransferRequest
     let parameters: WebSocketParameters
+    /// The ws or wss URL, for errors.
+    let url: URL?
     private let key = WebSocketHandshake.makeKey()
     /// Set in `init`, never changed.
     private(set) var inbox: WebSocketInbox!
@@ -77,6 +79,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         self.engine = engine
         self.request = request
         self.parameters = parameters
+        url = WebSocketHandshake.webSocketURL(forHTTP: request.url)
         reader = WebSocketFrameReader(maximumMessageSize: parameters.maximumMessageSize)
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
         errorBuffer[0] = 0
@@ -106,7 +109,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             try await withCheckedThrowingContinuation { continuation in
                 shared.withLock { $0.opener = continuation }
                 if !engine.submit(.run { [self] _ in start() }) {
-                    takeOpener()?.resume(throwing: Self.invalidated(request))
+                    takeOpener()?.resume(throwing: Self.invalidated(url))
                 }
             }
         } onCancel: {
@@ -123,7 +126,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         }
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             if !engine.submit(.run { [self] _ in enqueue(frame, waiter: continuation) }) {
-                continuation.resume(throwing: Self.invalidated(request))
+                continuation.resume(throwing: Self.invalidated(url))
             }
         }
     }
@@ -135,7 +138,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
     func ping() async throws -> Duration {
         try await withCheckedThrowingContinuation { continuation in
             if !engine.submit(.run { [self] _ in sendPing(waiter: continuation) }) {
-                continuation.resume(throwing: Self.invalidated(request))
+                continuation.resume(throwing: Self.invalidated(url))
             }
         }
     }
@@ -161,8 +164,8 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         }
     }
 
-    private static func invalidated(_ request: TransferRequest) -> CourierError {
-        .sessionInvalidated(.init(url: request.url, message: "The session was invalidated"))
+    private static func invalidated(_ url: URL?) -> CourierError {
+        .sessionInvalidated(.init(url: url, message: "The session was invalidated"))
     }
 
     /// A masking key from the system's random source, as RFC 6455 section 5.3 asks.
@@ -185,7 +188,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         phase = .connecting
         setPhaseDeadline(after: parameters.openTimeout)
         guard let easy = curl_easy_init() else {
-            finish(.failure(CourierError.transport(.init(url: request.url, message: "curl_easy_init failed"))))
+            finish(.failure(CourierError.transport(.init(url: url, message: "curl_easy_init failed"))))
             return
         }
         self.easy = easy
@@ -196,6 +199,8 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         // ALPN offers http/1.1 alone: an HTTP/2 server must not answer the upgrade in HTTP/2.
         courier_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
         courier_easy_setopt_string(easy, CURLOPT_URL, request.urlString)
+        // libcurl's receive buffer serves the proxy's CONNECT answer only: ours reads the rest.
+        courier_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 1024)
         courier_easy_setopt_pointer(easy, CURLOPT_PRIVATE, Unmanaged.passUnretained(self).toOpaque())
         courier_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         Transfer.configurePins(easy, request)
@@ -210,7 +215,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         let code = curl_multi_add_handle(multi.handle, easy)
         if code != CURLM_OK {
             let message = String(cString: curl_multi_strerror(code))
-            finish(.failure(CourierError.transport(.init(url: request.url, message: message))))
+            finish(.failure(CourierError.transport(.init(url: url, message: message))))
         }
     }
 
@@ -222,13 +227,13 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             finish(
                 .failure(
                     CourierError.fromCurl(
-                        code, detail: String(cString: errorBuffer), context: .init(url: request.url, message: ""))))
+                        code, detail: String(cString: errorBuffer), context: .init(url: url, message: ""))))
             return
         }
         var active: curl_socket_t = -1
         courier_easy_getinfo_socket(easy, CURLINFO_ACTIVESOCKET, &active)
         guard active >= 0 else {
-            finish(.failure(CourierError.transport(.init(url: request.url, message: "libcurl kept no connection"))))
+            finish(.failure(CourierError.transport(.init(url: url, message: "libcurl kept no connection"))))
             return
         }
         socket = active
@@ -306,7 +311,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             if headBytes.count > 64 << 10 {
                 fail(
                     CourierError.invalidResponse(
-                        .init(url: request.url, message: "The handshake's answer has no end within 64 KB")))
+                        .init(url: url, message: "The handshake's answer has no end within 64 KB")))
             }
             return
         }
@@ -318,14 +323,14 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
                 parser.consume(UnsafeRawBufferPointer(rebasing: $0[lineStart...index]))
             }
             if case .invalid(let problem) = result {
-                fail(CourierError.invalidResponse(.init(url: request.url, message: problem)))
+                fail(CourierError.invalidResponse(.init(url: url, message: problem)))
                 return
             }
             lineStart = index + 1
         }
         headBytes = []
         guard parser.isComplete, let response = parser.response else {
-            fail(CourierError.invalidResponse(.init(url: request.url, message: "The handshake's answer is not HTTP")))
+            fail(CourierError.invalidResponse(.init(url: url, message: "The handshake's answer is not HTTP")))
             return
         }
         if parser.hasSetCookie, request.options.handlesCookies, let cookies = engine.cookies, let url = request.url {
@@ -333,7 +338,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         }
         let (problem, chosen) = WebSocketHandshake.check(response, key: key, protocols: parameters.protocols)
         if let problem {
-            var context = CourierError.Context(url: request.url, response: response, message: problem)
+            var context = CourierError.Context(url: url, response: response, message: problem)
             if !rest.isEmpty { context.body = Data(rest) }
             fail(CourierError.webSocketHandshakeFailed(context))
             return
@@ -573,7 +578,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             case .idle, .connecting, .handshaking:
                 fail(
                     CourierError.timedOut(
-                        .init(url: request.url, message: "The WebSocket did not open within \(parameters.openTimeout)"))
+                        .init(url: url, message: "The WebSocket did not open within \(parameters.openTimeout)"))
                 )
             case .open:
                 // The server did not answer the close (or did not read what was queued).
@@ -648,13 +653,13 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
     /// was one.
     private func closedError(_ what: String) -> any Error {
         if let failure { return failure }
-        var context = CourierError.Context(url: request.url, message: "\(what): the WebSocket is closed")
+        var context = CourierError.Context(url: url, message: "\(what): the WebSocket is closed")
         context.webSocketCloseCode = shared.withLock { $0.closure?.code }
         return CourierError.webSocketClosed(context)
     }
 
     private func closingContext(_ message: String, code: UInt16) -> CourierError.Context {
-        var context = CourierError.Context(url: request.url, message: message)
+        var context = CourierError.Context(url: url, message: message)
         context.webSocketCloseCode = code
         return context
     }

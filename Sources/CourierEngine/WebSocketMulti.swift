@@ -213,7 +213,7 @@ extension CurlEngine {
                 .failure(
                     CourierError.sessionInvalidated(
                         .init(
-                            url: connection.request.url,
+                            url: connection.url,
                             message: "The session was invalidated while the WebSocket was open"))))
         }
         for multi in webSocketMultis { multi.cleanUp() }

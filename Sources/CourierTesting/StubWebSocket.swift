@@ -12,7 +12,7 @@ public final class StubWebSocketPeer: Sendable {
     /// The subprotocol the stub chose.
     public let subprotocol: String?
     fileprivate let received: WebSocketInbox
-    fileprivate unowned let channel: StubWebSocketChannel
+    fileprivate let channel: StubWebSocketChannel
 
     fileprivate init(request: RecordedRequest, subprotocol: String?, channel: StubWebSocketChannel) {
         self.request = request
@@ -103,10 +103,10 @@ final class StubWebSocketChannel: WebSocketChannel {
     }
 
     func open() async throws -> WebSocketOpening {
-        guard let url = request.url else {
+        guard let httpURL = request.url, let url = WebSocketHandshake.webSocketURL(forHTTP: httpURL) else {
             throw CourierError.invalidURL(.init(message: "'\(request.urlString)' is not a valid URL"))
         }
-        let recorded = RecordedRequest(request: request.head, url: url, body: nil)
+        let recorded = RecordedRequest(request: request.head, url: httpURL, body: nil)
         guard let route = stub.webSocketRoute(for: recorded) else {
             throw CourierError.webSocketHandshakeFailed(
                 .init(
@@ -199,6 +199,7 @@ final class StubWebSocketChannel: WebSocketChannel {
             guard !state.ended else { return .none }
             state.ended = true
             state.closure = closure
+            defer { state.peer = nil }  // the peer holds the channel, not the other way round
             return .some(state.peer)
         }
         guard case .some(let peer) = peer else { return }
@@ -212,6 +213,9 @@ final class StubWebSocketChannel: WebSocketChannel {
     }
 
     private func closed(_ what: String) -> CourierError {
-        .webSocketClosed(.init(url: request.url, message: "\(what): the WebSocket is closed"))
+        .webSocketClosed(
+            .init(
+                url: WebSocketHandshake.webSocketURL(forHTTP: request.url), message: "\(what): the WebSocket is closed")
+        )
     }
 }

@@ -8,6 +8,18 @@ package enum WebSocketHandshake {
     /// The GUID the server appends to the key before hashing it (section 1.3).
     static let guid = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
+    /// The ws or wss URL that an http or https handshake URL stands for (what errors and
+    /// messages name).
+    package static func webSocketURL(forHTTP url: URL?) -> URL? {
+        guard let url, var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url }
+        switch components.scheme?.lowercased() {
+        case "http": components.scheme = "ws"
+        case "https": components.scheme = "wss"
+        default: return url
+        }
+        return components.url ?? url
+    }
+
     /// A new `Sec-WebSocket-Key`: 16 random bytes, base64.
     package static func makeKey() -> String {
         var generator = SystemRandomNumberGenerator()

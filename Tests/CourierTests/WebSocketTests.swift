@@ -1,6 +1,10 @@
+import CCourierSystem
 import Courier
+@_spi(CourierInternals) import CourierCore
+import CourierTesting
 import Foundation
 import HTTPTypes
+import Logging
 import Testing
 
 /// WebSockets through the manager, against Python's `websockets` (Tests/Support/
@@ -74,5 +78,183 @@ import Testing
         let time = try await socket.sendPing()
         #expect(time > .zero && time < .seconds(30))
         await socket.close()
+    }
+
+    @Test(arguments: [false, true])
+    func messagesOfTheLengthsThatChangeTheFrameHeaderAreEchoedWhole(binary: Bool) async throws {
+        let api = try await manager()
+        let socket = try await api.webSocket("echo")
+        var iterator = socket.messages.makeAsyncIterator()
+        for length in [0, 125, 126, 65_535, 65_536, 16 << 20] {
+            let message: WebSocketMessage =
+                binary
+                ? .data(Data((0..<length).map { UInt8(truncatingIfNeeded: $0 % 251) }))
+                : .text(String(repeating: "é", count: length / 2) + (length % 2 == 1 ? "x" : ""))
+            try await socket.send(message)
+            let echoed = try await iterator.next()
+            #expect(echoed == message, "length \(length)")
+        }
+        await socket.close()
+    }
+
+    @Test func aThousandSocketsOnOneSessionEachExchangeMessages() async throws {
+        let api = try await manager()
+        let before = (heap: Self.heapBytes(), resident: Self.residentBytes())
+        let sockets = try await withThrowingTaskGroup(of: WebSocket.self) { group in
+            for _ in 0..<1000 { group.addTask { try await api.webSocket("echo") } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let opened = (heap: Self.heapBytes(), resident: Self.residentBytes())
+        let exchanged = try await withThrowingTaskGroup(of: Int.self) { group in
+            for (index, socket) in sockets.enumerated() {
+                group.addTask {
+                    var iterator = socket.messages.makeAsyncIterator()
+                    for round in 0..<3 {
+                        let text = "socket \(index) round \(round)"
+                        try await socket.send(.text(text))
+                        guard try await iterator.next() == .text(text) else { return 0 }
+                    }
+                    return 3
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        #expect(exchanged == 3000)
+        print(
+            "1000 WebSockets open: \((opened.heap - before.heap) / 1000) bytes of heap and "
+                + "\((opened.resident - before.resident) / 1000) bytes of resident memory each")
+        await withTaskGroup(of: Void.self) { group in
+            for socket in sockets { group.addTask { await socket.close() } }
+        }
+        #expect(sockets.allSatisfy { $0.closeCode == .normalClosure })
+    }
+
+    /// The bytes malloc has handed out and not had back.
+    static func heapBytes() -> Int {
+        courier_heap_bytes_in_use()
+    }
+
+    /// The process's resident memory, from /proc/self/statm.
+    static func residentBytes() -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+        let pages = text.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    @Test func monitorsAndTheLogSeeTheUpgradeAndTheClose() async throws {
+        let recorder = EventMonitorTests.Recorder()
+        let log = LogRecorder()
+        var logger = log.logger
+        logger.logLevel = .debug
+        let api = try await manager { $0.eventMonitors = [recorder, LoggingMonitor(logger: logger)] }
+        let socket = try await api.webSocket("echo", protocols: ["v1"])
+        await socket.close(code: .goingAway, reason: "done")
+        let names = await recorder.names(waitingFor: 5)
+        #expect(names == ["created", "adapted", "attemptStarted", "webSocketOpened", "webSocketClosed"])
+        let events = recorder.events.withLock { $0 }
+        if case .webSocketOpened(_, let response, let subprotocol) = events[3].kind {
+            #expect(response.status.code == 101)
+            #expect(subprotocol == "v1")
+        }
+        guard case .webSocketClosed(_, let code, let reason, let error) = events[4].kind else {
+            Issue.record("expected webSocketClosed, got \(events[4].kind)")
+            return
+        }
+        #expect(code == 1001 && reason == "done")
+        #expect(error == nil)
+        let lines = await log.lines { $0.contains { $0.message.contains(" closed with ") } }.map(\.message)
+        #expect(
+            lines.contains { $0.hasPrefix("WebSocket ws://127.0.0.1:") && $0.hasSuffix("/echo -> 101, subprotocol v1") }
+        )
+        #expect(lines.contains { $0.hasSuffix(#"/echo closed with 1001 "done""#) }, "\(lines)")
+    }
+
+    @Test func aRefusedConnectionFailsTheOpenWithTheWebSocketURL() async throws {
+        let api = HTTPSessionManager(baseURL: URL(string: "http://127.0.0.1:1/"))
+        let error = await #expect(throws: CourierError.self) { try await api.webSocket("chat") }
+        guard case .cannotConnect(let context) = error else {
+            Issue.record("expected cannotConnect, got \(String(describing: error))")
+            return
+        }
+        #expect(context.url?.absoluteString == "ws://127.0.0.1:1/chat")
+    }
+
+    @Test func badSubprotocolNamesAreRefusedBeforeAnythingIsSent() async throws {
+        let api = HTTPSessionManager(baseURL: URL(string: "http://127.0.0.1:1/"))
+        let error = await #expect(throws: CourierError.self) { try await api.webSocket("chat", protocols: ["a b"]) }
+        guard case .invalidHeader = error else {
+            Issue.record("expected invalidHeader, got \(String(describing: error))")
+            return
+        }
+    }
+
+    @Test func theCommandLineSendsLinesAndPrintsMessages() async throws {
+        let base = try await TestServers.webSocket()
+        let url = base.appendingPathComponent("echo").absoluteString
+        let run = try await CLITests.run(
+            URL(fileURLWithPath: "/bin/sh"),
+            // Standard input stays open a while: at its end the command closes, and the server
+            // answers a close at once, dropping echoes it has not sent yet.
+            ["-c", "(printf 'first\\nsecond ✓\\n'; sleep 3) | \"$0\" \"$1\"", CLITests.courierBinary.path, url])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout == "first\nsecond ✓\n")
+        #expect(run.stderr.contains("the WebSocket closed 1000"))
+    }
+}
+
+/// WebSockets on `StubTransport`: a client tested without a server.
+@Suite struct StubWebSocketTests {
+    private func manager(_ stub: StubTransport) -> HTTPSessionManager {
+        var configuration = HTTPSessionConfiguration.ephemeral
+        configuration.transport = stub.transport
+        configuration.additionalHeaders = ["X-Client": "tests"]
+        return HTTPSessionManager(baseURL: URL(string: "https://api.example.com/v1/"), configuration: configuration)
+    }
+
+    @Test func aStubPlaysTheServer() async throws {
+        let stub = StubTransport()
+        stub.stubWebSocket("chat", subprotocol: "v1") { peer in
+            try await peer.send(.text("welcome"))
+            for try await message in peer.messages { try await peer.send(message) }
+        }
+        let api = manager(stub)
+        let socket = try await api.webSocket("chat", protocols: ["v1"])
+        #expect(socket.subprotocol == "v1")
+        var iterator = socket.messages.makeAsyncIterator()
+        #expect(try await iterator.next() == .text("welcome"))
+        try await socket.send(.data(Data([1, 2, 3])))
+        #expect(try await iterator.next() == .data(Data([1, 2, 3])))
+        await socket.close(code: .goingAway)
+        #expect(try await iterator.next() == nil)
+        #expect(socket.closeCode == .goingAway)
+        let handshake = try #require(stub.requests.first)
+        #expect(handshake.url.absoluteString == "https://api.example.com/v1/chat")
+        #expect(handshake.request.headerFields[HTTPField.Name("X-Client")!] == "tests")
+    }
+
+    @Test func aStubCanCloseOrDropAndAMissingOneRefusesTheHandshake() async throws {
+        let stub = StubTransport()
+        stub.stubWebSocket("/v1/closing") { peer in peer.close(code: WebSocketCloseCode(rawValue: 4000), reason: "bye")
+        }
+        stub.stubWebSocket("/v1/dropping") { peer in peer.drop() }
+        let api = manager(stub)
+        let closing = try await api.webSocket("closing")
+        for try await _ in closing.messages {}
+        #expect(closing.closeCode == WebSocketCloseCode(rawValue: 4000))
+        #expect(closing.closeReason == "bye")
+        let dropping = try await api.webSocket("dropping")
+        let error = await #expect(throws: CourierError.self) { for try await _ in dropping.messages {} }
+        guard case .connectionLost(let context) = error else {
+            Issue.record("expected connectionLost, got \(String(describing: error))")
+            return
+        }
+        #expect(context.webSocketCloseCode == 1006)
+        let missing = await #expect(throws: CourierError.self) { try await api.webSocket("nowhere") }
+        guard case .webSocketHandshakeFailed(let context) = missing else {
+            Issue.record("expected webSocketHandshakeFailed, got \(String(describing: missing))")
+            return
+        }
+        #expect(context.response?.status == .notFound)
+        #expect(context.url?.absoluteString == "wss://api.example.com/v1/nowhere")
     }
 }

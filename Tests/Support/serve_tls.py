@@ -491,6 +491,10 @@ def write_info(tmp: str, root: str, sock: str, ports: dict[str, int], pki: dict)
         "client": pki["client"],
         "pins": pki["pins"],
         "certs": pki["certs"],
+        # Added for serve_websocket.py's wss servers: the servers' private keys (by the same
+        # names as certs) and the CA the mtls server checks client certificates against.
+        "keys": pki["keys"],
+        "client_ca": pki["ca1"],
         "access_log": os.path.join(tmp, "access.log"),
         "root": root,
     }

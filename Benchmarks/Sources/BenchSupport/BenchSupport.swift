@@ -111,6 +111,9 @@ public enum BenchMode: String, CaseIterable, ExpressibleByArgument, Sendable {
     /// GET an event stream of `--total` events (``BenchEvent``, about 200 bytes each) ending
     /// with `data: [DONE]`; decode each event's data and check its `id` (0, 1, 2...).
     case sseDecode = "sse-decode"
+    /// WebSockets to the echo server at `--url`: round trips, then streamed messages
+    /// (``WebSocketBenchOptions``, ``runWebSocketBench(client:options:open:roundTrips:stream:close:)``).
+    case websocket
 }
 
 /// One event of the sse-decode mode's stream, shaped as a model API's streamed delta:
@@ -279,16 +282,18 @@ public func runRequests(
 
 /// Prints the one machine-readable line that scripts/bench parses; `bytes`
 /// (the body bytes moved, for the large-transfer rows) is appended when given.
-/// With `httpVersion` (every response checked to have it), ` http=1.1|2` follows.
+/// With `httpVersion` (every response checked to have it), ` http=1.1|2` follows;
+/// then `fields` (a mode's own figures, as `key=value`).
 public func printResult(
     client: String, seconds: Double, requests: Int, bytes: Int? = nil, httpVersion: BenchHTTPVersion? = nil,
-    events: Int? = nil
+    events: Int? = nil, fields: KeyValuePairs<String, String> = [:]
 ) {
     var line =
         "RESULT client=\(client) seconds=\(String(format: "%.4f", seconds)) requests=\(requests) maxrss_kb=\(maxRSSKilobytes())"
     if let bytes { line += " bytes=\(bytes)" }
     if let events { line += " events=\(events)" }
     if let httpVersion { line += " http=\(httpVersion.rawValue)" }
+    for (key, value) in fields { line += " \(key)=\(value)" }
     FileHandle.standardOutput.write(Data((line + "\n").utf8))  // unbuffered
 }
 

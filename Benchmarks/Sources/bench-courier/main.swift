@@ -1,4 +1,4 @@
-// Courier, in one of five modes (--mode):
+// Courier, in one of six modes (--mode):
 //
 //   small           one HTTPSessionManager allowing C connections per host;
 //                   --total GETs of small.json through the manager, a child
@@ -15,8 +15,14 @@
 //   sse-decode      events(.get, ...) of --url (no reconnection) decoded
 //                   with decoding(BenchEvent.self, until: "[DONE]"): --total
 //                   events, each checked.
+//   websocket       --ws-sockets WebSockets to the echo server at --url
+//                   (api.webSocket(path) on one manager, a child task each),
+//                   then BenchSupport's phases (runWebSocketBench): round
+//                   trips (send, then the next of socket.messages), then
+//                   streamed messages (a sender task; the socket's task reads
+//                   the echoes), every echo checked; then close().
 //
-// Over https (the https and h2 rows), --ca-file is trusted beside the system's
+// Over https (the https and h2 rows) and wss (websocket), --ca-file is trusted beside the system's
 // CAs (configuration.tls.certificateAuthorityFile); --ca-bundle (the https-new
 // row) instead of them (configuration.certificateAuthorityBundle) and --http-version picks
 // the version: 1.1 sets configuration.httpVersion = .http1_1, 2 keeps the
@@ -44,6 +50,7 @@ struct BenchCourier: AsyncParsableCommand {
     @OptionGroup var options: BenchOptions
     @OptionGroup var transfer: TransferOptions
     @OptionGroup var tls: TLSOptions
+    @OptionGroup var webSocket: WebSocketBenchOptions
 
     @Option(help: "Session configuration of the small mode: default or ephemeral.")
     var session: String = "default"
@@ -54,7 +61,7 @@ struct BenchCourier: AsyncParsableCommand {
     @Flag(help: "Small mode: add an event monitor that returns at once.")
     var fastMonitor = false
 
-    @Option(help: "Small mode: the session's engineCount (0: the default, one per processor, at most 8).")
+    @Option(help: "Small and websocket modes: the session's engineCount (0: the default, one per processor, at most 8).")
     var engines = 0
 
     func validate() throws {
@@ -63,8 +70,8 @@ struct BenchCourier: AsyncParsableCommand {
         }
         try transfer.validate(supported: BenchMode.allCases)
         if tls.httpVersion != nil || tls.caFile != nil || tls.caBundle != nil {
-            guard transfer.mode == .small else {
-                throw ValidationError("--ca-file and --http-version are for --mode small")
+            guard transfer.mode == .small || (transfer.mode == .websocket && tls.httpVersion == nil) else {
+                throw ValidationError("--ca-file and --http-version are for --mode small (--ca-file: websocket too)")
             }
         }
         if tls.httpVersion != nil, options.decode {
@@ -77,6 +84,7 @@ struct BenchCourier: AsyncParsableCommand {
         case .small: try await small()
         case .downloadFile, .streamDiscard, .uploadFile, .multipartFile: try await large()
         case .sseDecode: try await sseDecode()
+        case .websocket: try await webSockets()
         }
     }
 
@@ -167,7 +175,7 @@ struct BenchCourier: AsyncParsableCommand {
                     try form.append(fileAt: input, name: "file")
                 }
                 _ = bytes.add(inputSize)
-            case .small, .sseDecode:
+            case .small, .sseDecode, .websocket:
                 throw BenchFailure("unreachable: \(mode.rawValue) is not a large transfer")
             }
         }
@@ -194,6 +202,64 @@ extension BenchCourier {
             _ = counted.add(checker.count)
         }
         printResult(client: "courier", seconds: result.seconds, requests: result.requests, events: counted.value)
+    }
+}
+
+extension BenchCourier {
+    /// The ws-echo row: WebSockets to the echo server, as an app opens them from its API
+    /// client: one manager for the server (base URL the server's root, the bench CA trusted
+    /// with --ca-file, default settings otherwise; --engines sets engineCount),
+    /// `api.webSocket(path)` per socket.
+    func webSockets() async throws {
+        guard let url = URL(string: options.url), let scheme = url.scheme, let host = url.host, let port = url.port
+        else { throw BenchFailure("bad URL \(options.url): wss://host:port/path expected") }
+        // webSocket(_:) takes the path under an http(s) base URL (wss is https's).
+        let httpScheme = scheme == "wss" ? "https" : scheme == "ws" ? "http" : scheme
+        guard let baseURL = URL(string: "\(httpScheme)://\(host):\(port)/") else {
+            throw BenchFailure("bad URL \(options.url)")
+        }
+        let path = String(url.path.drop(while: { $0 == "/" }))
+        var configuration: HTTPSessionConfiguration = session == "ephemeral" ? .ephemeral : .default
+        if engines > 0 { configuration.engineCount = engines }
+        if let caFile = tls.caFile { configuration.tls.certificateAuthorityFile = URL(fileURLWithPath: caFile) }
+        let api = HTTPSessionManager(baseURL: baseURL, configuration: configuration)
+        try await runWebSocketBench(
+            client: engines > 0 ? "courier-\(engines)e" : "courier", options: webSocket,
+            open: { _ in try await api.webSocket(path) },
+            roundTrips: { socket, plan in
+                var messages = socket.messages.makeAsyncIterator()
+                for round in 0..<plan.count {
+                    try await socket.send(.text(plan.message(round)))
+                    guard let echo = try await messages.next() else { throw plan.ended(at: round) }
+                    guard case .text(let text) = echo else { throw plan.ended(at: round, "a binary message arrived") }
+                    plan.echo(text, round)
+                }
+            },
+            stream: { socket, plan in
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        for index in 0..<plan.count {
+                            try await socket.send(.text(plan.message(index)))
+                        }
+                    }
+                    var messages = socket.messages.makeAsyncIterator()
+                    for index in 0..<plan.count {
+                        guard let echo = try await messages.next() else { throw plan.ended(at: index) }
+                        guard case .text(let text) = echo else {
+                            throw plan.ended(at: index, "a binary message arrived")
+                        }
+                        plan.echo(text, index)
+                    }
+                    try await group.waitForAll()
+                }
+            },
+            close: { socket in
+                await socket.close()
+                guard socket.closeCode == .normalClosure else {
+                    throw BenchFailure("closed with \(socket.closeCode.map(\.description) ?? "no close frame"), expected 1000")
+                }
+            }
+        )
     }
 }
 

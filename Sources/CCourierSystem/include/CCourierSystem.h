@@ -71,4 +71,8 @@ int courier_path_events_wait(int fd);
 /// -errno (-ENETUNREACH, -EHOSTUNREACH when there is none).
 int courier_route_lookup(int family, const void *address, int *interface_index);
 
+/// Bytes malloc has handed out and not had back (glibc's mallinfo2 `uordblks`): what the
+/// tests measure memory per connection with.
+size_t courier_heap_bytes_in_use(void);
+
 #endif

@@ -1,0 +1,67 @@
+import Courier
+import Foundation
+
+/// `courier ws://host/chat`: each line of standard input goes as a text message, and each
+/// message that arrives is printed on a line of its own (a binary one as a note of its
+/// size). The end of standard input closes the WebSocket (1000) and waits for the server's
+/// close; the server's close ends the command, with its code on standard error.
+struct WebSocketChat {
+    let api: HTTPSessionManager
+    let invocation: Invocation
+    /// Prints the handshake's request and response heads.
+    let verbose: Bool
+
+    /// Whether `url` (as given on the command line) is a WebSocket URL.
+    static func isWebSocketURL(_ url: String) -> Bool {
+        let lower = url.prefix(6).lowercased()
+        return lower.hasPrefix("ws://") || lower.hasPrefix("wss://")
+    }
+
+    func run() async throws {
+        guard invocation.method == .get, case .none = invocation.body else {
+            throw CLIError("A WebSocket takes headers (Name:value) and query items (name==value), not a body")
+        }
+        let socket = try await api.webSocket(invocation.url, headers: invocation.headers)
+        if verbose {
+            // On standard error: standard output carries the messages.
+            var lines = ["> GET \(socket.request.path ?? "/") HTTP/1.1"]
+            lines += socket.request.headerFields.map { "> \($0.name.rawName): \($0.value)" }
+            lines.append("< \(socket.response.status.code) \(socket.response.status.reasonPhrase)")
+            lines += socket.response.headerFields.map { "< \($0.name.rawName): \($0.value)" }
+            FileHandle.standardError.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+        }
+        let lines = Self.standardInputLines()
+        let sender = Task {
+            for await line in lines {
+                do {
+                    try await socket.send(.text(line))
+                } catch {
+                    return
+                }
+            }
+            await socket.close()
+        }
+        defer { sender.cancel() }
+        for try await message in socket.messages {
+            switch message {
+            case .text(let text): FileHandle.standardOutput.write(Data((text + "\n").utf8))
+            case .data(let data):
+                FileHandle.standardOutput.write(Data("+-- binary message of \(data.count) bytes --+\n".utf8))
+            }
+        }
+        let code = socket.closeCode.map { " \($0.rawValue)" } ?? ""
+        let reason = socket.closeReason.map { $0.isEmpty ? "" : " \($0)" } ?? ""
+        FileHandle.standardError.write(Data("courier: the WebSocket closed\(code)\(reason)\n".utf8))
+    }
+
+    /// Standard input's lines, read on a thread of its own (a blocking read would hold one
+    /// of the few threads Swift's concurrency has).
+    static func standardInputLines() -> AsyncStream<String> {
+        AsyncStream { continuation in
+            Thread.detachNewThread {
+                while let line = readLine(strippingNewline: true) { continuation.yield(line) }
+                continuation.finish()
+            }
+        }
+    }
+}
