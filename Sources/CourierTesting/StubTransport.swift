@@ -88,7 +88,7 @@ public final class StubTransport: Sendable {
     /// the handshake succeeds (choosing `subprotocol`, which fails the handshake unless the
     /// client offered it), and `handler` runs with the server's end of the WebSocket: what the
     /// client sends arrives in ``StubWebSocketPeer/messages``, and what the handler sends
-    /// arrives in the client's ``WebSocket/messages``. When the handler returns, the server
+    /// arrives in the client's `WebSocket.messages`. When the handler returns, the server
     /// closes with 1000 (unless it closed already); when it throws, the connection drops
     /// (the client sees `CourierError.connectionLost`). Handshakes are recorded in
     /// ``requests``; a WebSocket no stub answers fails with

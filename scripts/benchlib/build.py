@@ -11,7 +11,7 @@ from .settings import BenchError, Settings, log, log_details
 
 C_PRODUCTS = ("multi_get", "stream_get")
 # Peers first: they need no Courier. The last two do, so they have no peers-only retry.
-SWIFT_PRODUCTS = ("bench-ahc", "bench-urlsession", "bench-courier", "bench-openapi")
+SWIFT_PRODUCTS = ("bench-ahc", "bench-urlsession", "bench-wsserver", "bench-wskit", "bench-courier", "bench-openapi")
 COURIER_PRODUCTS = ("bench-courier", "bench-openapi")
 
 # A package that holds only the peers, for when the Courier package itself cannot be loaded
@@ -31,6 +31,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/vapor/websocket-kit.git", from: "2.16.2"),
     ],
     targets: [
         .target(
@@ -51,6 +52,28 @@ let package = Package(
         .executableTarget(
             name: "bench-urlsession",
             dependencies: ["BenchSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .executableTarget(
+            name: "bench-wsserver",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "bench-wskit",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "WebSocketKit", package: "websocket-kit"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

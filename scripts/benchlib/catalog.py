@@ -51,6 +51,7 @@ CLIENTS: dict[str, ClientSpec] = {
         ClientSpec("openapi-courier", "bench-openapi", flags=("--transport", "courier")),
         ClientSpec("openapi-ahc", "bench-openapi", flags=("--transport", "ahc")),
         ClientSpec("openapi-urlsession", "bench-openapi", flags=("--transport", "urlsession")),
+        ClientSpec("wskit", "bench-wskit"),
     )
 }
 
@@ -64,6 +65,7 @@ class RowSpec:
     reference: str
     large: bool = False  # one large transfer per run (else: many small GETs)
     sse: bool = False  # one event stream per run (the sse-decode row)
+    ws: bool = False  # WebSockets to bench-wsserver (the ws-echo row)
 
     def product_for(self, client: ClientSpec) -> str:
         """The program `client` runs in this row."""
@@ -94,6 +96,7 @@ ROWS: dict[str, RowSpec] = {
         RowSpec("upload-file", ("curl", "courier"), "curl", large=True),
         RowSpec("multipart-file", ("curl", "courier"), "curl", large=True),
         RowSpec("sse-decode", ("courier", "ahc"), "ahc", sse=True),
+        RowSpec("ws-echo", ("courier", "wskit", "courier-base") + _ENGINES, "wskit", ws=True),
     )
 }
 ALL_ROWS = tuple(ROWS)

@@ -22,6 +22,7 @@ from .server import AccessLog, Nginx, Paths, Servers, probe_upload_sink
 from .settings import BODY_BYTES, BenchError, Settings, load_settings, log
 from .small_gets import Endpoints, SmallGetRows
 from .sse import SSERows, sse_table, write_events
+from .websocket import WSRows, WSServer, WSSetup, ws_tables
 
 
 def wanted_clients(s: Settings) -> dict[str, list[str]]:
@@ -87,8 +88,11 @@ class Bench:
         self.work = Path(tempfile.mkdtemp(prefix="courier-bench."))
         self.big_work: Path | None = None
         self.nginx: Nginx | None = None
+        self.ws_server: WSServer | None = None
 
     def cleanup(self) -> None:
+        if self.ws_server:
+            self.ws_server.stop()
         if self.nginx:
             self.nginx.stop()
         if self.big_work:
@@ -102,10 +106,17 @@ class Bench:
         s = self.s
         wanted = wanted_clients(s)
         products = list(dict.fromkeys(ROWS[row].product_for(CLIENTS[c]) for row in s.rows for c in wanted[row]))
+        if wanted.get("ws-echo"):
+            products.append("bench-wsserver")  # the row's server
         binaries = Builder(s).build(products)
         clients = available_clients(wanted, binaries)
-        request_rows = [request_row(r, s) for r in s.rows if clients[r] and not ROWS[r].large and not ROWS[r].sse]
+        request_rows = [request_row(r, s) for r in s.rows
+                        if clients[r] and not ROWS[r].large and not ROWS[r].sse and not ROWS[r].ws]
         sse_clients = clients.get("sse-decode", []) if "sse-decode" in s.rows else []
+        ws_clients = clients.get("ws-echo", []) if "ws-echo" in s.rows else []
+        if ws_clients and "bench-wsserver" not in binaries:
+            log("skipping ws-echo: no bench-wsserver binary (its server)")
+            ws_clients = []
         large_rows = [r for r in s.rows if clients[r] and ROWS[r].large]
         names = {row.name for row in request_rows}
 
@@ -115,7 +126,8 @@ class Bench:
         sse_size = write_events(docroot / "events.sse", s.sse_events) if sse_clients else 0
         fixture = self._write_fixture() if large_rows else None
         tls_dir = self.work / "tls"
-        cert, key = make_certificate(tls_dir) if names & set(TLS_ROWS) else (tls_dir / "cert.pem", tls_dir / "key.pem")
+        cert, key = (make_certificate(tls_dir) if names & set(TLS_ROWS) or ws_clients
+                     else (tls_dir / "cert.pem", tls_dir / "key.pem"))
         bundle = None
         if "https-new" in names:
             bundle = tls_dir / "bundle.pem"
@@ -143,6 +155,16 @@ class Bench:
         if sse_clients:
             sse = SSERows(s, binaries, f"http://127.0.0.1:{ports['plain']}/events.sse", self.work)
             sse.run_row(sse_clients)
+        ws = None
+        if ws_clients:
+            self.ws_server = WSServer(binaries["bench-wsserver"], cert, key, self.work, s.ws_server_threads,
+                                      s.server_cpus)
+            self.ws_server.start()
+            ws = WSRows(s, binaries, self.ws_server, cert, self.work)
+            ws.run_row(ws_clients)
+            ws_setup = WSSetup(threads=self.ws_server.threads, port=self.ws_server.port)
+            self.ws_server.stop()
+            self.ws_server = None
         large = None
         if large_rows:
             files = LargeFiles(f"http://127.0.0.1:{ports['plain']}", fixture, self.big_work / "out")
@@ -157,7 +179,10 @@ class Bench:
             tables += [large_table(row, clients[row], large.records, large.failures, s, facts) for row in large_rows]
         if sse:
             tables.append(sse_table(sse_clients, sse.records, s, facts, sse_size))
-        self._save(tables, small.records, (large.records if large else []) + (sse.records if sse else []))
+        if ws:
+            tables += ws_tables(ws_clients, ws.records, s, facts, ws_setup)
+        self._save(tables, small.records,
+                   (large.records if large else []) + (sse.records if sse else []) + (ws.records if ws else []))
         return 0
 
     # ---- setting up

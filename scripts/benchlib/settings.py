@@ -12,7 +12,7 @@ from typing import Mapping
 from .catalog import ALL_ROWS, CLIENTS, ROWS
 
 DEFAULT_CLIENTS = ("c c-nocapath curl courier courier-decode ahc ahc-decode urlsession"
-                   " openapi-courier openapi-ahc openapi-urlsession")
+                   " openapi-courier openapi-ahc openapi-urlsession wskit")
 BODY_BYTES = 500  # the small file's length
 
 
@@ -59,6 +59,11 @@ class Settings:
     upload_sink: str
     verify: bool
     sse_events: int
+    ws_sockets: int
+    ws_rounds: int
+    ws_messages: int
+    ws_bytes: int
+    ws_server_threads: int
     server_cpus: str
     client_cpus: str
 
@@ -153,9 +158,16 @@ def load_settings(env: Mapping[str, str], root: Path) -> Settings:
         upload_sink=_choice(env, "UPLOAD_SINK", "file", ("file", "discard")),
         verify=(env.get("VERIFY") or "1") == "1",
         sse_events=_uint(env, "SSE_EVENTS", 100000),
+        ws_sockets=_uint(env, "WS_SOCKETS", 64),
+        ws_rounds=_uint(env, "WS_ROUNDS", 1000),
+        ws_messages=_uint(env, "WS_MESSAGES", 1000),
+        ws_bytes=_uint(env, "WS_BYTES", 32),
+        ws_server_threads=_uint(env, "WS_SERVER_THREADS", 0, positive=False),
         server_cpus=_cpus(env, "SERVER_CPUS"),
         client_cpus=_cpus(env, "CLIENT_CPUS"),
     )
+    if settings.ws_bytes < 16:
+        raise BenchError(f"WS_BYTES must be 16 or more (got {settings.ws_bytes})")
     if not os.access(settings.nginx, os.X_OK):
         raise BenchError(f"nginx not found at {settings.nginx} (apt-get install nginx)")
     return settings

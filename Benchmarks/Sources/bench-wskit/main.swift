@@ -94,21 +94,38 @@ struct KitSocket: Sendable {
         to url: String, configuration: WebSocketClient.Configuration, on group: any EventLoopGroup, index: Int
     ) async throws -> KitSocket {
         let (messages, continuation) = AsyncThrowingStream<String, any Error>.makeStream()
-        let opened = Opened()
-        try await WebSocket.connect(to: url, configuration: configuration, on: group) { ws in
-            ws.onText { _, text in continuation.yield(text) }
-            ws.onBinary { _, _ in
-                continuation.finish(throwing: BenchFailure("socket \(index): a binary message arrived"))
+        // The connect future succeeds when the server's 101 has been read, before onUpgrade
+        // has the WebSocket: the WebSocket comes from onUpgrade, an error from the future.
+        let ws: WebSocket = try await withCheckedThrowingContinuation { opening in
+            let opener = Opener(opening)
+            WebSocket.connect(to: url, configuration: configuration, on: group) { ws in
+                ws.onText { _, text in continuation.yield(text) }
+                ws.onBinary { _, _ in
+                    continuation.finish(throwing: BenchFailure("socket \(index): a binary message arrived"))
+                }
+                ws.onClose.whenComplete { _ in continuation.finish() }
+                opener.resume(with: .success(ws))
+            }.whenFailure { error in
+                opener.resume(with: .failure(error))
             }
-            ws.onClose.whenComplete { _ in continuation.finish() }
-            opened.socket.withLock { $0 = ws }
-        }.get()
-        guard let ws = opened.socket.withLock({ $0 }) else { throw BenchFailure("socket \(index): connected, no WebSocket") }
+        }
         return KitSocket(ws: ws, messages: messages)
     }
 }
 
-/// The WebSocket that onUpgrade hands over.
-private final class Opened: Sendable {
-    let socket = Mutex<WebSocket?>(nil)
+/// Resumes the task that opens a WebSocket once: with the WebSocket, or the connect's error.
+private final class Opener: Sendable {
+    private let continuation: Mutex<CheckedContinuation<WebSocket, any Error>?>
+
+    init(_ continuation: CheckedContinuation<WebSocket, any Error>) {
+        self.continuation = Mutex(continuation)
+    }
+
+    func resume(with result: Result<WebSocket, any Error>) {
+        let taken = continuation.withLock { waiting in
+            defer { waiting = nil }
+            return waiting
+        }
+        taken?.resume(with: result)
+    }
 }

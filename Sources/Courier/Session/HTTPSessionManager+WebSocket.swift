@@ -19,9 +19,12 @@ extension HTTPSessionManager {
     /// answered `101 Switching Protocols`.
     ///
     /// - Parameters:
+    ///   - path: a path under the base URL, or an absolute ws, wss, http or https URL.
     ///   - protocols: subprotocols to offer, in order of preference; ``WebSocket/subprotocol``
     ///     is the one the server chose.
-    ///   - options: the handshake's timeout (``RequestOptions/requestTimeout``: the connection
+    ///   - parameters: encoded into the query, as a `GET`'s are.
+    ///   - headers: header fields for the handshake, after the session's.
+    ///   - options: the handshake's timeout (`RequestOptions.requestTimeout`: the connection
     ///     and the handshake together), cookies, credential and interceptors.
     ///   - webSocketOptions: pings, limits and the close timeout of the open WebSocket.
     /// - Throws: `CourierError.webSocketHandshakeFailed` when the server does not upgrade
