@@ -163,6 +163,13 @@ package final class CookieEngine: @unchecked Sendable {
         persist()
     }
 
+    /// Stores the cookies of a response libcurl did not read itself (a WebSocket's handshake),
+    /// then applies the accept policy and saves them as after any response.
+    func storeSetCookies(_ values: [String], from url: URL) {
+        for value in values { add(setCookie: value, for: url) }
+        responseSetCookies(values, from: url)
+    }
+
     // MARK: The jar file
 
     /// The largest jar file read (far more than any browser keeps).

@@ -199,6 +199,10 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         // ALPN offers http/1.1 alone: an HTTP/2 server must not answer the upgrade in HTTP/2.
         courier_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
         courier_easy_setopt_string(easy, CURLOPT_URL, request.urlString)
+        // The only head libcurl reads is a proxy's answer to CONNECT: not the transfers'.
+        courier_easy_setopt_long(easy, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
+        courier_easy_setopt_header_function(easy, webSocketDiscardCallback)
+        courier_easy_setopt_write_function(easy, webSocketDiscardCallback)
         // libcurl's receive buffer serves the proxy's CONNECT answer only: ours reads the rest.
         courier_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 1024)
         courier_easy_setopt_pointer(easy, CURLOPT_PRIVATE, Unmanaged.passUnretained(self).toOpaque())
@@ -334,7 +338,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             return
         }
         if parser.hasSetCookie, request.options.handlesCookies, let cookies = engine.cookies, let url = request.url {
-            cookies.responseSetCookies(parser.values(of: "set-cookie"), from: url)
+            cookies.storeSetCookies(parser.values(of: "set-cookie"), from: url)
         }
         let (problem, chosen) = WebSocketHandshake.check(response, key: key, protocols: parameters.protocols)
         if let problem {
@@ -668,6 +672,10 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         UInt64(max(min(duration.milliseconds, Int(Int32.max)), 1)) * 1_000_000
     }
 }
+
+/// The header and write functions of a WebSocket's easy handle: libcurl reads nothing for it
+/// but a proxy's answer to CONNECT, which is not the transfers' business.
+private let webSocketDiscardCallback: curl_write_callback = { _, size, count, _ in size * count }
 
 extension CurlEngine {
     /// The buffer WebSockets read into, made on first use. Engine thread.

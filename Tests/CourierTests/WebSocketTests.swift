@@ -193,9 +193,16 @@ import Testing
         let url = base.appendingPathComponent("echo").absoluteString
         let run = try await CLITests.run(
             URL(fileURLWithPath: "/bin/sh"),
-            // Standard input stays open a while: at its end the command closes, and the server
-            // answers a close at once, dropping echoes it has not sent yet.
-            ["-c", "(printf 'first\\nsecond ✓\\n'; sleep 3) | \"$0\" \"$1\"", CLITests.courierBinary.path, url])
+            // Standard input stays open until both echoes are printed: at its end the command
+            // closes, and the server answers a close at once, dropping echoes not yet sent.
+            [
+                "-c",
+                """
+                out=$(mktemp); (printf 'first\\nsecond ✓\\n'; i=0
+                while [ "$(wc -l < "$out")" -lt 2 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+                ) | "$0" "$1" > "$out"; status=$?; cat "$out"; rm -f "$out"; exit $status
+                """, CLITests.courierBinary.path, url,
+            ])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == "first\nsecond ✓\n")
         #expect(run.stderr.contains("the WebSocket closed 1000"))
@@ -256,5 +263,246 @@ import Testing
         }
         #expect(context.response?.status == .notFound)
         #expect(context.url?.absoluteString == "wss://api.example.com/v1/nowhere")
+    }
+}
+
+/// WebSockets against the peers that break the protocol, fail handshakes, never answer a
+/// close, read slowly, and against wss (pins, client certificates) and a CONNECT proxy.
+@Suite struct WebSocketPeerTests {
+    private func manager(
+        _ base: URL, _ configure: (inout HTTPSessionConfiguration) -> Void = { _ in }
+    ) -> HTTPSessionManager {
+        var configuration = HTTPSessionConfiguration.ephemeral
+        configure(&configuration)
+        return HTTPSessionManager(baseURL: base, configuration: configuration)
+    }
+
+    /// The close code the raw server received on the connection named `id`.
+    private func lastClose(_ peers: WebSocketPeers, id: String) async throws -> String {
+        let raw = URL(string: "http://\(peers.raw.host!):\(peers.raw.port!)/")!
+        let api = manager(raw)
+        return try await api.GET(
+            "hostile/last-close", parameters: ["id": .string(id), "wait": 6000], serializer: StringResponseSerializer())
+    }
+
+    @Test(arguments: [
+        ("masked", 1002), ("reserved-opcode", 1002), ("rsv", 1002), ("invalid-utf8", 1007),
+        ("control-too-long", 1002), ("oversized", 1009),
+    ])
+    func aFrameThatBreaksTheProtocolFailsWithItsCloseCode(path: String, code: Int) async throws {
+        let peers = try await TestServers.webSocketPeers()
+        let api = manager(peers.raw)
+        let id = "\(path)-\(UUID())"
+        let socket = try await api.webSocket(
+            "hostile/\(path)", parameters: ["id": .string(id)],
+            webSocketOptions: WebSocketOptions(maximumMessageSize: 1 << 20))
+        let error = await #expect(throws: CourierError.self) { for try await _ in socket.messages {} }
+        #expect(error?.context.webSocketCloseCode == UInt16(code))
+        switch (code, error) {
+        case (1009, .responseTooLarge?), (1002, .webSocketProtocolViolation?), (1007, .webSocketProtocolViolation?):
+            break
+        default:
+            Issue.record("unexpected error for \(path): \(String(describing: error))")
+        }
+        #expect(try await lastClose(peers, id: id) == String(code))
+        await #expect(throws: CourierError.self) { try await socket.send(.text("after")) }
+    }
+
+    @Test func aWrongAcceptOrARefusalFailsTheHandshakeWithTheResponse() async throws {
+        let peers = try await TestServers.webSocketPeers()
+        let wrong = await #expect(throws: CourierError.self) {
+            try await manager(peers.raw).webSocket("hostile/bad-accept")
+        }
+        guard case .webSocketHandshakeFailed(let context) = wrong else {
+            Issue.record("expected webSocketHandshakeFailed, got \(String(describing: wrong))")
+            return
+        }
+        #expect(context.message.contains("Sec-WebSocket-Accept"))
+        let refused = await #expect(throws: CourierError.self) {
+            try await manager(peers.ws).webSocket("status/401")
+        }
+        guard case .webSocketHandshakeFailed(let refusal) = refused else {
+            Issue.record("expected webSocketHandshakeFailed, got \(String(describing: refused))")
+            return
+        }
+        #expect(refusal.response?.status.code == 401)
+        #expect(refusal.body.map { String(decoding: $0, as: UTF8.self) }?.hasPrefix("refused 401") == true)
+    }
+
+    @Test func theHandshakeCarriesTheSessionsHeadersAndCookiesAndKeepsTheServersCookie() async throws {
+        let peers = try await TestServers.webSocketPeers()
+        let api = manager(peers.ws) { $0.additionalHeaders = ["X-Session": "one"] }
+        let url = URL(string: "http://\(peers.ws.host!):\(peers.ws.port!)/")!
+        #expect(await api.cookies.set(setCookieHeader: "before=1; Path=/", for: url))
+        let socket = try await api.webSocket("headers", headers: ["X-Call": "two"])
+        var iterator = socket.messages.makeAsyncIterator()
+        guard case .text(let text) = try await iterator.next() else {
+            Issue.record("expected the headers as text")
+            return
+        }
+        let headers = try JSON(parsing: Data(text.utf8))
+        #expect(headers["x-session"] == "one")
+        #expect(headers["x-call"] == "two")
+        #expect(headers["cookie"] == "before=1")
+        #expect(headers["sec-websocket-version"] == "13")
+        await socket.close()
+        let cookies = await api.cookies.cookies(for: url)
+        #expect(cookies.contains { $0.name == "ws" && $0.value == "from-handshake" })
+    }
+
+    @Test(arguments: [false, true])
+    func messagesFragmentedByTheServerAreAssembled(binary: Bool) async throws {
+        let api = manager(try await TestServers.webSocket())
+        let sizes = [0, 125, 126, 65_535, 65_536, 1 << 20]
+        let socket = try await api.webSocket(
+            "sizes",
+            parameters: [
+                "n": .string(sizes.map(String.init).joined(separator: ",")), "kind": binary ? "binary" : "text",
+                "fragment": 1000,
+            ])
+        var received: [WebSocketMessage] = []
+        for try await message in socket.messages { received.append(message) }
+        let expected: [WebSocketMessage] = sizes.map { size in
+            binary
+                ? .data(Data((0..<size).map { UInt8($0 % 251) })) : .text(String(repeating: "x", count: size))
+        }
+        #expect(received == expected)
+        #expect(socket.closeCode == .normalClosure)
+        #expect(socket.closeReason == "sizes done")
+    }
+
+    @Test func theServersPingIsAnsweredAndADroppedConnectionIsLost() async throws {
+        let api = manager(try await TestServers.webSocket())
+        let pinging = try await api.webSocket("server-ping")
+        var iterator = pinging.messages.makeAsyncIterator()
+        #expect(try await iterator.next() == .text("pong received"))
+        await pinging.close()
+        let dropping = try await api.webSocket("drop")
+        try await dropping.send(.text("first"))
+        let error = await #expect(throws: CourierError.self) { for try await _ in dropping.messages {} }
+        guard case .connectionLost(let context) = error else {
+            Issue.record("expected connectionLost, got \(String(describing: error))")
+            return
+        }
+        #expect(context.webSocketCloseCode == 1006)
+    }
+
+    @Test func aCloseTheServerNeverAnswersEndsAtTheCloseTimeout() async throws {
+        let peers = try await TestServers.webSocketPeers()
+        let api = manager(peers.raw)
+        let id = "no-reply-\(UUID())"
+        let socket = try await api.webSocket(
+            "no-close-reply", parameters: ["id": .string(id)],
+            webSocketOptions: WebSocketOptions(closeTimeout: .milliseconds(500)))
+        try await socket.send(.text("echo me"))
+        var iterator = socket.messages.makeAsyncIterator()
+        #expect(try await iterator.next() == .text("echo me"))
+        await socket.close(code: WebSocketCloseCode(rawValue: 4321), reason: "leaving")
+        #expect(socket.closeCode == nil)
+        #expect(try await iterator.next() == nil)
+        #expect(try await lastClose(peers, id: id) == "4321")
+    }
+
+    @Test func aReaderThatFallsBehindHoldsTheServerBack() async throws {
+        let base = try await TestServers.webSocket()
+        let api = manager(base)
+        let id = UUID().uuidString
+        let socket = try await api.webSocket("slow-reader", parameters: ["id": .string(id)])
+        var iterator = socket.messages.makeAsyncIterator()
+        _ = try await iterator.next()
+        // The server has 2000 messages of 64 KiB (125 MiB) to send, and nobody reads for a
+        // while: Courier holds 64 of them and stops reading, the kernel's buffers fill, and
+        // the server's sends wait.
+        try await Task.sleep(for: .seconds(2))
+        let status = manager(URL(string: "http://\(base.host!):\(base.port!)/")!)
+        let sent = try await Int(
+            status.GET("slow-reader/sent", parameters: ["id": .string(id)], serializer: StringResponseSerializer()))
+        #expect((1..<1000).contains(sent ?? 0), "the server sent \(String(describing: sent)) of 2000")
+        var count = 1
+        var last: WebSocketMessage?
+        while let message = try await iterator.next() {
+            if case .data(let data) = message {
+                #expect(data.count == 65_536)
+                count += 1
+            }
+            last = message
+        }
+        #expect(count == 2000)
+        #expect(last == .text("done"))
+    }
+
+    @Test func wssTrustsTheSessionsCAAndChecksPins() async throws {
+        let peers = try await TestServers.webSocketPeers()
+        let trusted = manager(peers.wss) { $0.tls.certificateAuthorityFile = peers.tls.ca1 }
+        let socket = try await trusted.webSocket("echo")
+        try await socket.send(.text("over TLS"))
+        var iterator = socket.messages.makeAsyncIterator()
+        #expect(try await iterator.next() == .text("over TLS"))
+        await socket.close()
+        #expect(socket.closeCode == .normalClosure)
+
+        let untrusted = manager(peers.wss) { $0.tls.certificateAuthorityFile = peers.tls.ca2 }
+        let refused = await #expect(throws: CourierError.self) { try await untrusted.webSocket("echo") }
+        guard case .tls = refused else {
+            Issue.record("expected tls, got \(String(describing: refused))")
+            return
+        }
+        let pinned = manager(peers.wss) {
+            $0.tls.certificateAuthorityFile = peers.tls.ca1
+            $0.tls.pinnedPublicKeys["localhost"] = [peers.tls.pin("valid")]
+        }
+        await (try pinned.webSocket("echo")).close()
+        let wrongPin = manager(peers.wss) {
+            $0.tls.certificateAuthorityFile = peers.tls.ca1
+            $0.tls.pinnedPublicKeys["localhost"] = [peers.tls.pin("rotated")]
+        }
+        let mismatch = await #expect(throws: CourierError.self) { try await wrongPin.webSocket("echo") }
+        guard case .tls(let context) = mismatch else {
+            Issue.record("expected tls, got \(String(describing: mismatch))")
+            return
+        }
+        #expect(context.message.contains("pins"))
+    }
+
+    @Test func wssWithAClientCertificate() async throws {
+        let peers = try await TestServers.webSocketPeers()
+        let client = peers.tls.client
+        let identified = manager(peers.wssClientCertificates) {
+            $0.tls.certificateAuthorityFile = peers.tls.ca1
+            $0.tls.clientIdentity = .pem(
+                certificate: URL(fileURLWithPath: client.cert), key: URL(fileURLWithPath: client.key))
+        }
+        let socket = try await identified.webSocket("echo")
+        try await socket.send(.data(Data([7, 7])))
+        var iterator = socket.messages.makeAsyncIterator()
+        #expect(try await iterator.next() == .data(Data([7, 7])))
+        await socket.close()
+        let anonymous = manager(peers.wssClientCertificates) { $0.tls.certificateAuthorityFile = peers.tls.ca1 }
+        await #expect(throws: CourierError.self) { try await anonymous.webSocket("echo") }
+    }
+
+    // One at a time: each counts the proxy's tunnels.
+    @Test(.serialized, arguments: [false, true])
+    func throughAConnectProxy(secure: Bool) async throws {
+        let peers = try await TestServers.webSocketPeers()
+        let countAPI = manager(peers.proxy)
+        let tunnels = { try await Int(countAPI.GET("tunnels", serializer: StringResponseSerializer())) ?? -1 }
+        let before = try await tunnels()
+        let target = secure ? peers.wss : peers.ws
+        let api = manager(target) {
+            $0.proxy = peers.proxy
+            $0.tls.certificateAuthorityFile = peers.tls.ca1
+        }
+        let refused = await #expect(throws: CourierError.self) { try await api.webSocket("echo") }
+        #expect(refused?.context.message.contains("407") == true, "\(String(describing: refused))")
+        var space = try #require(ProtectionSpace(url: peers.proxy))
+        space.isProxy = true
+        api.credentials.set(Credential(user: "courier", password: "proxy-secret"), for: space)
+        let socket = try await api.webSocket("echo")
+        try await socket.send(.text("tunnelled"))
+        var iterator = socket.messages.makeAsyncIterator()
+        #expect(try await iterator.next() == .text("tunnelled"))
+        await socket.close()
+        #expect(try await tunnels() == before + 1)
     }
 }

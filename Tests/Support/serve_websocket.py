@@ -36,8 +36,11 @@ and wss_mtls_port serve the same paths over TLS:
   /server-ping    a ping with b"hello"; once its pong is back, the text "pong received"; then
                   echoes
   /drop           after the first message received, closes TCP without a close frame
-  /slow-reader    2000 binary messages of 64 KiB (byte i is i % 251) as fast as the client
+  /slow-reader[?id=NAME]
+                  2000 binary messages of 64 KiB (byte i is i % 251) as fast as the client
                   takes them, then the text "done", then a close with 1000
+  GET /slow-reader/sent?id=NAME
+                  plain HTTP: how many of them the connection ?id=NAME has sent so far
   anything else   a close with 4004 "no such path"
 
 raw_port (plain asyncio, no `websockets`): an RFC 6455 handshake (no subprotocol, no
@@ -160,6 +163,10 @@ def sizes_plan(query: dict[str, list[str]]) -> tuple[list[int], str, int | None]
     return sizes, kind, fragment
 
 
+# /slow-reader?id=NAME: messages sent so far, by NAME.
+SLOW_READER_SENT: dict[str, int] = {}
+
+
 def process_request(connection, request):
     path, query = split_target(request.path)
     if path.startswith("/status/"):
@@ -167,6 +174,9 @@ def process_request(connection, request):
         if not (code.isdigit() and 200 <= int(code) <= 599):
             return text_response(400, f"bad status {code!r}")
         return text_response(int(code), f"refused {int(code)}")
+    if path == "/slow-reader/sent":
+        # Plain HTTP: how many messages the /slow-reader connection ?id=NAME has sent so far.
+        return text_response(200, str(SLOW_READER_SENT.get(query.get("id", [""])[0], 0)))
     if path == "/sizes":
         try:
             sizes_plan(query)
@@ -237,8 +247,10 @@ async def handler(connection):
             await connection.wait_closed()
         elif path == "/slow-reader":
             block = pattern(SLOW_READER_SIZE)
-            for _ in range(SLOW_READER_MESSAGES):
+            name = query.get("id", [""])[0]
+            for sent in range(SLOW_READER_MESSAGES):
                 await connection.send(block)
+                SLOW_READER_SENT[name] = sent + 1
             await connection.send("done")
             await connection.close(1000)
         else:

@@ -7,8 +7,9 @@ import HTTPTypes
 
 extension HTTPSessionManager {
     /// Opens a WebSocket to `path`, resolved against the base URL: `"chat"` under
-    /// `https://api.example.com/v1/` is `wss://api.example.com/v1/chat`; an absolute `ws://`
-    /// or `wss://` URL (or http/https) is taken as is.
+    /// `https://api.example.com/v1/` (or `wss://api.example.com/v1/`) is
+    /// `wss://api.example.com/v1/chat`; an absolute `ws://` or `wss://` URL (or http/https)
+    /// is taken as is.
     ///
     /// The handshake goes through the session as a `GET` does: the session's headers and
     /// `headers`, `parameters` in the query, the interceptors and ``adapt(_:)``, the session's
@@ -45,10 +46,16 @@ extension HTTPSessionManager {
             throw CourierError.invalidURL(
                 .init(message: "A WebSocket's maximumMessageSize and bufferedMessageLimit must be positive"))
         }
+        // A ws or wss base URL: the path resolved against it here (requests resolve against
+        // http and https ones).
+        var target = path
+        if let baseURL, ["ws", "wss"].contains(baseURL.scheme?.lowercased() ?? ""), !path.contains("://") {
+            target = URL(string: path, relativeTo: baseURL)?.absoluteString ?? path
+        }
         let prepared = try prepare(
             Call(
-                method: .get, path: Self.httpForm(ofWebSocketPath: path), parameters: parameters, headers: headers,
-                options: options))
+                method: .get, path: Self.httpForm(ofWebSocketPath: target), parameters: parameters,
+                headers: headers, options: options))
         var settings = WebSocketParameters()
         settings.protocols = protocols
         settings.maximumMessageSize = webSocketOptions.maximumMessageSize

@@ -12,7 +12,7 @@ actor TestServers {
     static let shared = TestServers()
 
     private var httpbin: Task<URL, any Error>?
-    private var webSocket: Task<URL, any Error>?
+    private var webSocket: Task<WebSocketPeers, any Error>?
     private var fault: Task<URL, any Error>?
     private var nginx: Task<NginxServer, any Error>?
     private var tls: Task<TLSServers, any Error>?
@@ -39,6 +39,12 @@ actor TestServers {
 
     /// Python's `websockets` serving `Tests/Support/serve_websocket.py`: `ws://127.0.0.1:<port>/`.
     static func webSocket() async throws -> URL {
+        try await shared.sharedWebSocket().ws
+    }
+
+    /// Every port of `Tests/Support/serve_websocket.py`: ws, the raw server of hostile frames,
+    /// the CONNECT proxy, wss and wss with client certificates (the TLS servers' PKI).
+    static func webSocketPeers() async throws -> WebSocketPeers {
         try await shared.sharedWebSocket()
     }
 
@@ -76,13 +82,20 @@ actor TestServers {
         return try await httpbin!.value
     }
 
-    private func sharedWebSocket() async throws -> URL {
+    private func sharedWebSocket() async throws -> WebSocketPeers {
         if webSocket == nil {
             webSocket = Task {
+                let tls = try await Self.tls()
                 let python = Self.virtualEnvironment.appendingPathComponent("bin/python")
                 let (_, fields) = try await Self.launch(
-                    python, Self.supportDirectory.appendingPathComponent("serve_websocket.py").path)
-                return URL(string: "ws://127.0.0.1:\(fields[0])/")!
+                    python, Self.supportDirectory.appendingPathComponent("serve_websocket.py").path, "--tls-info",
+                    tls.infoFile.path)
+                guard fields.count >= 5 else { throw TestServerError("serve_websocket.py: \(fields)") }
+                return WebSocketPeers(
+                    ws: URL(string: "ws://127.0.0.1:\(fields[0])/")!, raw: URL(string: "ws://127.0.0.1:\(fields[1])/")!,
+                    proxy: URL(string: "http://127.0.0.1:\(fields[2])/")!,
+                    wss: URL(string: "wss://localhost:\(fields[3])/")!,
+                    wssClientCertificates: URL(string: "wss://localhost:\(fields[4])/")!, tls: tls)
             }
         }
         return try await webSocket!.value
@@ -244,9 +257,12 @@ struct TLSServers: Sendable {
     }
 
     private let info: Info
+    /// Where the servers' ports and files are written (serve_tls.py's info.json).
+    let infoFile: URL
 
     init(info file: URL) throws {
         info = try JSONDecoder().decode(Info.self, from: Data(contentsOf: file))
+        infoFile = file
     }
 
     /// `https://localhost:<port>/` of the server `name` (`valid`, `expired`, ...); `http://`
@@ -281,4 +297,21 @@ struct TLSServers: Sendable {
             try await Task.sleep(for: .milliseconds(20))
         }
     }
+}
+
+/// The WebSocket test peers (see `Tests/Support/serve_websocket.py`).
+struct WebSocketPeers: Sendable {
+    /// `ws://127.0.0.1:<port>/`: Python's `websockets`.
+    var ws: URL
+    /// A raw server that sends hostile frames (`/hostile/...`) and keeps a close unanswered
+    /// (`/no-close-reply`); `GET /hostile/last-close?id=` over HTTP tells the close code it got.
+    var raw: URL
+    /// A CONNECT proxy that wants `courier:proxy-secret`; `GET /tunnels` counts its tunnels.
+    var proxy: URL
+    /// wss with the TLS servers' `valid` certificate (ca1), for localhost.
+    var wss: URL
+    /// wss that requires a client certificate (the TLS servers' client).
+    var wssClientCertificates: URL
+    /// The PKI.
+    var tls: TLSServers
 }
