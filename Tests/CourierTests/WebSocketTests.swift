@@ -72,6 +72,18 @@ import Testing
         }
     }
 
+    @Test func invalidatingTheSessionEndsItsWebSockets() async throws {
+        let api = try await manager()
+        let socket = try await api.webSocket("echo")
+        api.invalidateAndCancel()
+        let error = await #expect(throws: CourierError.self) { for try await _ in socket.messages {} }
+        guard case .sessionInvalidated = error else {
+            Issue.record("expected sessionInvalidated, got \(String(describing: error))")
+            return
+        }
+        await #expect(throws: CourierError.self) { try await socket.send(.text("after")) }
+    }
+
     @Test func aPingIsAnsweredWithItsRoundTripTime() async throws {
         let api = try await manager()
         let socket = try await api.webSocket("echo")
@@ -401,6 +413,26 @@ import Testing
         #expect(socket.closeCode == nil)
         #expect(try await iterator.next() == nil)
         #expect(try await lastClose(peers, id: id) == "4321")
+    }
+
+    @Test func thePingIntervalKeepsALiveConnectionAndFailsADeadOne() async throws {
+        let peers = try await TestServers.webSocketPeers()
+        let options = WebSocketOptions(pingInterval: .milliseconds(200))
+        // The echo server answers the pings: the socket stays open while idle.
+        let alive = try await manager(peers.ws).webSocket("echo", webSocketOptions: options)
+        try await Task.sleep(for: .seconds(1))
+        try await alive.send(.text("still here"))
+        var iterator = alive.messages.makeAsyncIterator()
+        #expect(try await iterator.next() == .text("still here"))
+        await alive.close()
+        // The silent one answers nothing.
+        let dead = try await manager(peers.raw).webSocket("silent", webSocketOptions: options)
+        let error = await #expect(throws: CourierError.self) { for try await _ in dead.messages {} }
+        guard case .timedOut(let context) = error else {
+            Issue.record("expected timedOut, got \(String(describing: error))")
+            return
+        }
+        #expect(context.message.contains("not even the answer to a ping"))
     }
 
     @Test func aReaderThatFallsBehindHoldsTheServerBack() async throws {

@@ -57,6 +57,8 @@ extension) and then, by path (``?id=NAME`` is optional, see last-close):
         recorded (1005 for an empty close payload) and answered with a close frame carrying
         the same code, and the connection is closed; after 5 s without one it is closed
         anyway.
+  /silent                    accepts, then never sends anything (pings go unanswered) and
+        reads until the client closes the connection
   GET /hostile/last-close[?id=NAME][&wait=MS]
         plain HTTP: the code recorded by the most recent /hostile/* connection (the one with
         ?id=NAME, if given) as text, or ``none``; with wait=MS, first waits up to MS ms for
@@ -511,7 +513,7 @@ async def raw_connection(reader, writer) -> None:
             writer.write(http_response(200, record.code if record is not None else "none"))
             return
         kind = path[len("/hostile/"):] if path.startswith("/hostile/") else None
-        if kind not in HOSTILE_FRAMES and path != "/no-close-reply":
+        if kind not in HOSTILE_FRAMES and path not in ("/no-close-reply", "/silent"):
             writer.write(http_response(404, f"no such path {path}\n"))
             return
         key = header(headers, "sec-websocket-key")
@@ -524,6 +526,12 @@ async def raw_connection(reader, writer) -> None:
         if kind is not None:
             RECORDS.latest = record
             await hostile(kind, key, reader, writer, record)
+        elif path == "/silent":
+            # Accepts, then reads and ignores everything (pings too) until the client goes.
+            writer.write(handshake(accept_key(key)))
+            await writer.drain()
+            while await reader.read(65536):
+                pass
         else:
             writer.write(handshake(accept_key(key)))
             await no_close_reply(reader, writer, record)

@@ -286,13 +286,13 @@ def ws_tables(clients: list[str], records: list[RunRecord], s: Settings, facts: 
         f"WebSocket round trips: {n} sockets x {rounds:,} round trips of {s.ws_bytes}-byte text messages over TLS",
         f"Timed: every socket sends a message and waits for its echo (checked: equal to what was sent), {rounds:,}"
         f" times; {total_rt:,} round trips in all, {n} in flight.",
-        ["median s", "min s", "max s", "round trips/s", "per socket/s", f"x {reference}", "RTT p50 µs", "RTT p99 µs",
-         "CPU s", "CPU µs per round trip", "peak RSS MiB"])
+        ["median s", "min s", "max s", "round trips/s", "per socket/s", "sockets done s", f"x {reference}",
+         "RTT p50 µs", "RTT p99 µs", "CPU s", "CPU µs per round trip", "peak RSS MiB"])
     for name in clients:
         label = f"{name} *" if name == reference else name
         rs = ok[name]
         if not rs:
-            lines.append(f"| {label} | failed |" + " |" * 10 + f" {runs_text(name)} |")
+            lines.append(f"| {label} | failed |" + " |" * 11 + f" {runs_text(name)} |")
             continue
         secs = [r.number("rtt_seconds") for r in rs]
         med = statistics.median(secs)
@@ -301,10 +301,13 @@ def ws_tables(clients: list[str], records: list[RunRecord], s: Settings, facts: 
         p99 = statistics.median(r.number("rtt_p99_us") for r in rs)
         rss = max(r.number("maxrss_kb") for r in rs) / 1024
         lines.append(f"| {label} | {med:.3f} | {min(secs):.3f} | {max(secs):.3f} | {total_rt / med:,.0f} |"
-                     f" {rounds / med:,.0f} | {ratio(name, 'rtt_seconds')} | {p50:,.0f} | {p99:,.0f} | {cpu:.2f} |"
+                     f" {rounds / med:,.0f} | {_done(rs, 'rtt')} | {ratio(name, 'rtt_seconds')} | {p50:,.0f} |"
+                     f" {p99:,.0f} | {cpu:.2f} |"
                      f" {cpu / total_rt * 1e6:.1f} | {rss:.1f} | {runs_text(name)} |")
     lines += ["", "\\* reference. Seconds: the phase's wall time in the client, from the first send to the last echo;"
-              " x is the ratio of medians to the reference's (above 1: slower). RTT: each round trip's time from"
+              " x is the ratio of medians to the reference's (above 1: slower). Sockets done: when the first socket"
+              " and half of them had made all their round trips, from the phase's start (median of the runs; with"
+              " every socket served alike both are near the phase's seconds). RTT: each round trip's time from"
               " its send to its echo, p50 and p99 over all sockets and rounds (median of the runs). CPU s: the"
               " client process's user + system time during the phase (getrusage); peak RSS: the largest ru_maxrss"
               " of the whole run."]
@@ -318,35 +321,46 @@ def ws_tables(clients: list[str], records: list[RunRecord], s: Settings, facts: 
         f"Timed: every socket's sender task sends {messages:,} messages, each `send` awaited (it returns when the"
         " frame is handed to the connection) but no echo waited for, while the socket's own task reads the"
         f" {messages:,} echoes and checks each, in order; {total_msg:,} messages each way in all.",
-        ["median s", "min s", "max s", "messages/s", "per socket/s", f"x {reference}", "CPU s", "CPU µs per message"])
+        ["median s", "min s", "max s", "messages/s", "per socket/s", "sockets done s", f"x {reference}", "CPU s",
+         "CPU µs per message"])
     for name in clients:
         label = f"{name} *" if name == reference else name
         rs = ok[name]
         if not rs:
-            lines.append(f"| {label} | failed |" + " |" * 7 + f" {runs_text(name)} |")
+            lines.append(f"| {label} | failed |" + " |" * 8 + f" {runs_text(name)} |")
             continue
         secs = [r.number("stream_seconds") for r in rs]
         med = statistics.median(secs)
         cpu = statistics.median(r.number("stream_cpu") for r in rs)
         lines.append(f"| {label} | {med:.3f} | {min(secs):.3f} | {max(secs):.3f} | {total_msg / med:,.0f} |"
-                     f" {messages / med:,.0f} | {ratio(name, 'stream_seconds')} | {cpu:.2f} |"
+                     f" {messages / med:,.0f} | {_done(rs, 'stream')} | {ratio(name, 'stream_seconds')} | {cpu:.2f} |"
                      f" {cpu / total_msg * 1e6:.1f} | {runs_text(name)} |")
     lines += ["", "\\* reference. Seconds: the phase's wall time in the client, from the first send to the last echo"
-              " read; messages/s counts the messages sent (each also echoed, read and checked). CPU s: the client"
-              " process's user + system time during the phase."]
+              " read; messages/s counts the messages sent (each also echoed, read and checked). Sockets done: when"
+              " the first socket and half of them had read all their echoes. CPU s: the client process's user +"
+              " system time during the phase."]
     lines += _notes(clients, ok, failed)
     return [rt_table, "\n".join(lines)]
+
+
+def _done(records: list[RunRecord], phase: str) -> str:
+    """When the first socket and half of them finished the phase (medians of the runs)."""
+    first = statistics.median(r.number(f"{phase}_first_done") for r in records)
+    half = statistics.median(r.number(f"{phase}_median_done") for r in records)
+    return f"{first:.2f} / {half:.2f}"
 
 
 def _notes(clients: list[str], ok: dict[str, list[RunRecord]], failed: dict[str, list[RunRecord]]) -> list[str]:
     """The per-run figures outside the phases, and the failed runs."""
     per = "; ".join(
         f"{name} {statistics.median(r.number('open_seconds') for r in ok[name]):.3f} s /"
+        f" {statistics.median(r.number('close_seconds') for r in ok[name]):.3f} s /"
         f" {statistics.median(r.number('cpu') for r in ok[name]):.2f} s /"
         f" {statistics.median(r.number('srv_cpu') for r in ok[name]):.2f} s"
         for name in clients if ok.get(name))
-    lines = [f"Per run (median), opening the sockets (TLS and the upgrade) / the client's CPU time for the whole run"
-             f" (wait4) / the server's CPU time during the run: {per}."] if per else []
+    lines = [f"Per run (median), opening the sockets (TCP, TLS and the upgrade, all at once) / closing them (the"
+             f" close handshake) / the client's CPU time for the whole run (wait4) / the server's CPU time during"
+             f" the run: {per}."] if per else []
     bad = {name: rs for name, rs in failed.items() if rs}
     if bad:
         lines += ["", "Failed runs: " + ", ".join(f"{n} {len(rs)}" for n, rs in bad.items())

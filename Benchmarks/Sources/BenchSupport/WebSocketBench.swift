@@ -232,30 +232,42 @@ public final class WebSocketStream: Sendable {
     }
 }
 
-/// Runs `body` for each of `count` sockets, a child task each; returns the seconds and the
-/// results in the sockets' order. The first error cancels the rest and is rethrown.
+/// Runs `body` for each of `count` sockets, a child task each; returns the seconds, the
+/// results in the sockets' order, and when each socket's child finished (seconds from the
+/// start, sorted). The first error cancels the rest and is rethrown.
 func perSocket<Result: Sendable>(
     _ count: Int, _ body: @escaping @Sendable (Int) async throws -> Result
-) async throws -> (seconds: Double, results: [Result]) {
+) async throws -> (seconds: Double, results: [Result], finished: [Double]) {
     let clock = ContinuousClock()
     let start = clock.now
-    let results = try await withThrowingTaskGroup(of: (Int, Result).self) { group in
+    func seconds(_ elapsed: Duration) -> Double {
+        Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    }
+    let (results, finished) = try await withThrowingTaskGroup(of: (Int, Result, Double).self) { group in
         for index in 0..<count {
-            group.addTask { (index, try await body(index)) }
+            group.addTask {
+                let result = try await body(index)
+                return (index, result, seconds(start.duration(to: clock.now)))
+            }
         }
         var results = [Result?](repeating: nil, count: count)
-        while let (index, result) = try await group.next() { results[index] = result }
-        return results.map { $0! }
+        var finished: [Double] = []
+        while let (index, result, done) = try await group.next() {
+            results[index] = result
+            finished.append(done)
+        }
+        return (results.map { $0! }, finished.sorted())
     }
-    let elapsed = start.duration(to: clock.now)
-    return (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18, results)
+    return (seconds(start.duration(to: clock.now)), results, finished)
 }
 
 /// The websocket mode: opens the sockets, runs the rtt and stream phases, closes them, checks
 /// every echo, and prints the RESULT line. `seconds` is the two timed phases together and
 /// `requests` the sockets opened (a handshake each); the phases' own figures follow:
 /// `open_seconds`, `rtt_seconds round_trips rtt_p50_us rtt_p99_us rtt_cpu`, `stream_seconds
-/// streamed stream_cpu` (CPU: this process's user + system seconds during the phase). A phase
+/// streamed stream_cpu` (CPU: this process's user + system seconds during the phase), each
+/// phase's `_first_done` and `_median_done` (seconds from its start until the first socket,
+/// and half of them, finished: how evenly the sockets are served), `close_seconds`. A phase
 /// with no progress for `--ws-stall-seconds` ends the process with status 3 and which sockets
 /// were behind.
 public func runWebSocketBench<Socket: Sendable>(
@@ -274,9 +286,15 @@ public func runWebSocketBench<Socket: Sendable>(
     let watchdog = Task.detached { await watch(progress, stallSeconds: options.wsStallSeconds) }
     defer { watchdog.cancel() }
 
+    let sequential = ProcessInfo.processInfo.environment["WS_OPEN_SEQUENTIAL"] != nil
+    let gate = Mutex(0)
     let opened = try await perSocket(count) { index in
+        if sequential {
+            while gate.withLock({ $0 }) != index { try await Task.sleep(for: .milliseconds(1)) }
+        }
         let socket = try await open(index)
         _ = progress.received[index].increment()
+        gate.withLock { $0 += 1 }
         return socket
     }
     let sockets = opened.results
@@ -309,7 +327,7 @@ public func runWebSocketBench<Socket: Sendable>(
     try checkMismatches(progress, "stream")
 
     progress.start("close", expected: 1)
-    _ = try await perSocket(count) { index in
+    let closed = try await perSocket(count) { index in
         try await close(sockets[index])
         _ = progress.received[index].increment()
     }
@@ -320,6 +338,9 @@ public func runWebSocketBench<Socket: Sendable>(
         let index = min(latencies.count - 1, Int((Double(latencies.count) * p).rounded(.up)) - 1)
         return String(format: "%.1f", Double(latencies[max(index, 0)]) / 1000)
     }
+    // When the sockets finished the phase: the first, and the median (the last is the phase).
+    func first(_ finished: [Double]) -> String { String(format: "%.4f", finished[0]) }
+    func median(_ finished: [Double]) -> String { String(format: "%.4f", finished[finished.count / 2]) }
     let fields: KeyValuePairs<String, String> = [
         "sockets": "\(count)",
         "open_seconds": String(format: "%.4f", opened.seconds),
@@ -328,9 +349,14 @@ public func runWebSocketBench<Socket: Sendable>(
         "rtt_p50_us": percentile(0.5),
         "rtt_p99_us": percentile(0.99),
         "rtt_cpu": String(format: "%.3f", rttCPUSeconds),
+        "rtt_first_done": first(rtt.finished),
+        "rtt_median_done": median(rtt.finished),
         "stream_seconds": String(format: "%.4f", streamed.seconds),
         "streamed": "\(streamed.results.reduce(0, +))",
         "stream_cpu": String(format: "%.3f", streamCPUSeconds),
+        "stream_first_done": first(streamed.finished),
+        "stream_median_done": median(streamed.finished),
+        "close_seconds": String(format: "%.4f", closed.seconds),
     ]
     printResult(client: client, seconds: rtt.seconds + streamed.seconds, requests: count, fields: fields)
 }
@@ -338,7 +364,8 @@ public func runWebSocketBench<Socket: Sendable>(
 private func checkMismatches(_ progress: WebSocketProgress, _ phase: String) throws {
     let count = progress.mismatches.value
     guard count == 0 else {
-        throw BenchFailure("\(phase): \(count) echoes differed from the messages sent; the first: \(progress.mismatchDescription)")
+        throw BenchFailure(
+            "\(phase): \(count) echoes differed from the messages sent; the first: \(progress.mismatchDescription)")
     }
 }
 

@@ -61,7 +61,8 @@ struct BenchCourier: AsyncParsableCommand {
     @Flag(help: "Small mode: add an event monitor that returns at once.")
     var fastMonitor = false
 
-    @Option(help: "Small and websocket modes: the session's engineCount (0: the default, one per processor, at most 8).")
+    @Option(
+        help: "Small and websocket modes: the session's engineCount (0: the default, one per processor, at most 8).")
     var engines = 0
 
     func validate() throws {
@@ -256,7 +257,8 @@ extension BenchCourier {
             close: { socket in
                 await socket.close()
                 guard socket.closeCode == .normalClosure else {
-                    throw BenchFailure("closed with \(socket.closeCode.map(\.description) ?? "no close frame"), expected 1000")
+                    let code = socket.closeCode.map(\.description) ?? "no close frame"
+                    throw BenchFailure("closed with \(code), expected 1000")
                 }
             }
         )

@@ -41,7 +41,9 @@ struct BenchWSKit: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var configuration = WebSocketClient.Configuration()
+        // Frames up to 16 MiB, as Courier's default maximumMessageSize (websocket-kit's default
+        // is 16 KiB: a larger --ws-bytes would fail).
+        var configuration = WebSocketClient.Configuration(maxFrameSize: 1 << 24)
         if let caFile = tls.caFile {
             var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
             tlsConfiguration.trustRoots = .file(caFile)

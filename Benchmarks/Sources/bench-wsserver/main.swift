@@ -44,8 +44,8 @@ struct BenchWSServer: ParsableCommand {
     @Option(help: "Event loop threads (0: System.coreCount).")
     var threads: Int = 0
 
-    @Option(help: "The largest frame taken, in bytes.")
-    var maxFrameSize: Int = 1 << 20
+    @Option(help: "The largest frame taken, in bytes (16 MiB: Courier's default maximumMessageSize).")
+    var maxFrameSize: Int = 1 << 24
 
     func run() throws {
         let chain = try NIOSSLCertificate.fromPEMFile(cert).map { NIOSSLCertificateSource.certificate($0) }

@@ -64,7 +64,7 @@ extension HTTPSessionManager {
         settings.receiveQueueLimit = webSocketOptions.bufferedMessageLimit
         settings.openTimeout = options.requestTimeout ?? pipeline.transferOptions.idleTimeout
         let (channel, opening) = try await pipeline.openWebSocket(prepared, hooks: self, parameters: settings)
-        return WebSocket(channel: channel, opening: opening)
+        return WebSocket(channel: channel, opening: opening, manager: self)
     }
 
     /// `ws://` and `wss://` written as the http and https URLs of their handshake.

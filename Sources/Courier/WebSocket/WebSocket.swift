@@ -83,7 +83,8 @@ public struct WebSocketOptions: Sendable {
 /// Read messages from ``messages`` (one reader at a time), send with ``send(_:)``, and end
 /// with ``close(code:reason:)``. Pings from the server are answered by Courier. A WebSocket
 /// that is released without being closed is dropped (its connection closed without a close
-/// handshake).
+/// handshake). It holds its manager, as a request does; invalidating the manager's session
+/// ends it.
 ///
 /// ```swift
 /// let socket = try await api.webSocket("chat", protocols: ["v1"])
@@ -101,9 +102,13 @@ public final class WebSocket: Sendable {
     /// The subprotocol the server chose among those offered; nil when it chose none.
     public let subprotocol: String?
     let channel: any WebSocketChannel
+    /// Held while the WebSocket lives, as a request holds its manager: a session that ends
+    /// ends its WebSockets.
+    private let manager: HTTPSessionManager
 
-    init(channel: any WebSocketChannel, opening: WebSocketOpening) {
+    init(channel: any WebSocketChannel, opening: WebSocketOpening, manager: HTTPSessionManager) {
         self.channel = channel
+        self.manager = manager
         request = opening.request
         response = opening.response
         subprotocol = opening.subprotocol
