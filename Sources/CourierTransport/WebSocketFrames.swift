@@ -186,6 +186,7 @@ package struct WebSocketFrameReader: Sendable {
         case .close: return try Self.close(payload)
         case .continuation:
             guard var message = fragmented else { throw .protocolError("A continuation frame without a message") }
+            fragmented = nil  // the bytes so far have one owner again: appending does not copy them
             message.payload += payload
             guard fin else {
                 fragmented = message

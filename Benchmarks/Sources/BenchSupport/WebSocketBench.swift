@@ -286,15 +286,9 @@ public func runWebSocketBench<Socket: Sendable>(
     let watchdog = Task.detached { await watch(progress, stallSeconds: options.wsStallSeconds) }
     defer { watchdog.cancel() }
 
-    let sequential = ProcessInfo.processInfo.environment["WS_OPEN_SEQUENTIAL"] != nil
-    let gate = Mutex(0)
     let opened = try await perSocket(count) { index in
-        if sequential {
-            while gate.withLock({ $0 }) != index { try await Task.sleep(for: .milliseconds(1)) }
-        }
         let socket = try await open(index)
         _ = progress.received[index].increment()
-        gate.withLock { $0 += 1 }
         return socket
     }
     let sockets = opened.results
