@@ -83,6 +83,9 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         reader = WebSocketFrameReader(maximumMessageSize: parameters.maximumMessageSize)
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
         errorBuffer[0] = 0
+        // Counted from now, not from `start()` on the engine thread: sockets opened together
+        // would otherwise all see the same engine as the least busy.
+        engine.submitted.add(1, ordering: .relaxed)
         inbox = WebSocketInbox(limit: parameters.receiveQueueLimit) { [weak self] in
             guard let self else { return }
             _ = self.engine.submit(.run { _ in self.resumeReading() })
@@ -184,7 +187,6 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             return
         }
         engine.webSockets[ObjectIdentifier(self)] = self
-        engine.submitted.add(1, ordering: .relaxed)
         phase = .connecting
         setPhaseDeadline(after: parameters.openTimeout)
         guard let easy = curl_easy_init() else {
@@ -633,10 +635,8 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         }
         if socket >= 0, engine.sockets[socket].owner == .webSocket { engine.sockets[socket] = SocketTable.Entry() }
         socket = -1
-        if wasStarted {
-            engine.webSockets[ObjectIdentifier(self)] = nil
-            engine.submitted.subtract(1, ordering: .relaxed)
-        }
+        if wasStarted { engine.webSockets[ObjectIdentifier(self)] = nil }
+        engine.submitted.subtract(1, ordering: .relaxed)
         var error: (any Error)?
         if case .failure(let failure) = result { error = failure }
         failure = error
