@@ -93,6 +93,60 @@ void courier_gzip_free(courier_gzip *gzip) {
     free(gzip);
 }
 
+struct courier_raw_zlib {
+    z_stream stream;
+    int compress;
+};
+
+courier_raw_zlib *courier_raw_zlib_create(int compress, int window_bits) {
+    courier_raw_zlib *zlib = calloc(1, sizeof *zlib);
+    if (!zlib) return NULL;
+    zlib->compress = compress;
+    /* Negative window bits: raw deflate, no header or trailer. */
+    int result = compress
+        ? deflateInit2(&zlib->stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -window_bits, 8, Z_DEFAULT_STRATEGY)
+        : inflateInit2(&zlib->stream, -15);
+    if (result != Z_OK) {
+        free(zlib);
+        return NULL;
+    }
+    return zlib;
+}
+
+int courier_raw_zlib_step(courier_raw_zlib *zlib, const void *input, size_t input_length, int flush,
+                          void *output, size_t output_capacity, size_t *consumed, size_t *produced) {
+    zlib->stream.next_in = (Bytef *)input;
+    zlib->stream.avail_in = (uInt)input_length;
+    zlib->stream.next_out = (Bytef *)output;
+    zlib->stream.avail_out = (uInt)output_capacity;
+    int mode = flush ? Z_SYNC_FLUSH : Z_NO_FLUSH;
+    int result = zlib->compress ? deflate(&zlib->stream, mode) : inflate(&zlib->stream, mode);
+    *consumed = input_length - zlib->stream.avail_in;
+    *produced = output_capacity - zlib->stream.avail_out;
+    /* A raw stream that ends (a final block) is not an error: later messages start anew. */
+    if (result == Z_STREAM_END && !zlib->compress) inflateReset(&zlib->stream);
+    if (result == Z_OK || result == Z_BUF_ERROR || result == Z_STREAM_END) return 0;
+    return -1;
+}
+
+void courier_raw_zlib_reset(courier_raw_zlib *zlib) {
+    if (zlib->compress) {
+        deflateReset(&zlib->stream);
+    } else {
+        inflateReset(&zlib->stream);
+    }
+}
+
+void courier_raw_zlib_free(courier_raw_zlib *zlib) {
+    if (!zlib) return;
+    if (zlib->compress) {
+        deflateEnd(&zlib->stream);
+    } else {
+        inflateEnd(&zlib->stream);
+    }
+    free(zlib);
+}
+
 // MARK: The public suffix list
 
 // libpsl is what libcurl checks response cookies against (curl_version_info's CURL_VERSION_PSL).

@@ -34,6 +34,9 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
     private struct Shared {
         var opener: CheckedContinuation<WebSocketOpening, any Error>?
         var closure: WebSocketClosure?
+        /// permessage-deflate was agreed: messages are compressed on the engine thread, in
+        /// the order they go out (the compressor's window runs across them).
+        var compresses = false
     }
 
     let engine: CurlEngine
@@ -56,6 +59,8 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
     @EngineConfined private var headBytes: [UInt8] = []
     @EngineConfined private var sentRequest: HTTPRequest?
     @EngineConfined private var reader: WebSocketFrameReader
+    /// permessage-deflate's state, once agreed.
+    @EngineConfined private var deflater: WebSocketDeflater?
     @EngineConfined private var outgoing: [Outgoing] = []
     @EngineConfined private var firstOutgoing = 0
     /// Bytes of the first waiting frame already written.
@@ -121,6 +126,14 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
     }
 
     func send(_ message: WebSocketEvent) async throws {
+        if shared.withLock({ $0.compresses }) {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                if !engine.submit(.run { [self] _ in enqueueCompressed(message, waiter: continuation) }) {
+                    continuation.resume(throwing: Self.invalidated(url))
+                }
+            }
+            return
+        }
         let frame: [UInt8]
         switch message {
         case .text(let text): frame = WebSocketFrameWriter.frame(.text, text.utf8, mask: Self.maskKey())
@@ -265,7 +278,8 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         outgoing.append(
             Outgoing(
                 bytes: WebSocketHandshake.requestBytes(
-                    url: url, key: key, protocols: parameters.protocols, fields: sent.headerFields),
+                    url: url, key: key, protocols: parameters.protocols, fields: sent.headerFields,
+                    offersCompression: parameters.offersCompression),
                 waiter: nil))
         flush()
     }
@@ -342,8 +356,18 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         if parser.hasSetCookie, request.options.handlesCookies, let cookies = engine.cookies, let url = request.url {
             cookies.storeSetCookies(parser.values(of: "set-cookie"), from: url)
         }
-        let (problem, chosen) = WebSocketHandshake.check(response, key: key, protocols: parameters.protocols)
-        if let problem {
+        let answer = WebSocketHandshake.check(
+            response, key: key, protocols: parameters.protocols, offeredCompression: parameters.offersCompression)
+        if let compression = answer.compression {
+            guard let deflater = WebSocketDeflater(compression) else {
+                fail(CourierError.transport(.init(url: url, message: "zlib could not allocate permessage-deflate")))
+                return
+            }
+            self.deflater = deflater
+            reader.compression = deflater
+            shared.withLock { $0.compresses = true }
+        }
+        if let problem = answer.failure {
             var context = CourierError.Context(url: url, response: response, message: problem)
             if !rest.isEmpty { context.body = Data(rest) }
             fail(CourierError.webSocketHandshakeFailed(context))
@@ -356,7 +380,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             engine.webSocketTimers.schedule(self, at: keepaliveDeadline!)
         }
         let opening = WebSocketOpening(
-            request: sentRequest ?? request.head, response: response, subprotocol: chosen)
+            request: sentRequest ?? request.head, response: response, subprotocol: answer.protocol)
         takeOpener()?.resume(returning: opening)
         if !rest.isEmpty { rest.withUnsafeBytes { frames($0) } }
     }
@@ -447,6 +471,31 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         guard phase == .open, !closeSent else {
             waiter.resume(throwing: closedError("A message cannot be sent"))
             return
+        }
+        outgoing.append(Outgoing(bytes: frame, waiter: waiter))
+        flush()
+    }
+
+    /// A message compressed (permessage-deflate) and queued. Engine thread: the compressor's
+    /// window runs from message to message in the order they are sent.
+    private func enqueueCompressed(_ message: WebSocketEvent, waiter: CheckedContinuation<Void, any Error>) {
+        guard phase == .open, !closeSent, let deflater else {
+            waiter.resume(throwing: closedError("A message cannot be sent"))
+            return
+        }
+        let (opcode, compressed): (WebSocketOpcode, [UInt8])
+        switch message {
+        case .text(var text):
+            opcode = .text
+            compressed = text.withUTF8 { deflater.compress(UnsafeRawBufferPointer($0)) }
+        case .binary(let bytes):
+            opcode = .binary
+            compressed = bytes.withUnsafeBytes { deflater.compress($0) }
+        default:
+            preconditionFailure("send(_:) takes a text or binary message")
+        }
+        let frame = compressed.withUnsafeBytes {
+            WebSocketFrameWriter.frame(opcode, bytes: $0, mask: Self.maskKey(), compressed: true)
         }
         outgoing.append(Outgoing(bytes: frame, waiter: waiter))
         flush()

@@ -17,6 +17,8 @@ package struct WebSocketParameters: Sendable {
     package var openTimeout: Duration = .seconds(60)
     /// Messages held for a reader that is not reading before the socket stops being read.
     package var receiveQueueLimit = 64
+    /// Offer permessage-deflate (RFC 7692).
+    package var offersCompression = false
     /// Told once when a WebSocket that opened ends: how (an error, or a close handshake) and
     /// the peer's close frame, if one came. On the transport's thread: must not block.
     package var onEnd: (@Sendable (Result<Void, any Error>, WebSocketClosure?) -> Void)?

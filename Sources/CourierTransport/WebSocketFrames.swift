@@ -68,13 +68,14 @@ package enum WebSocketFrameWriter {
     /// bytes at a time. (Not generic: a generic loop over a collection, called from another
     /// module, ran unspecialized at about 100 ns a byte.)
     package static func frame(
-        _ opcode: WebSocketOpcode, bytes payload: UnsafeRawBufferPointer, fin: Bool = true, mask key: UInt32?
+        _ opcode: WebSocketOpcode, bytes payload: UnsafeRawBufferPointer, fin: Bool = true, mask key: UInt32?,
+        compressed: Bool = false
     ) -> [UInt8] {
         let length = payload.count
         let lengthBytes = length < 126 ? 0 : length <= 0xFFFF ? 2 : 8
         let headerLength = 2 + lengthBytes + (key == nil ? 0 : 4)
         return [UInt8](unsafeUninitializedCapacity: headerLength + length) { buffer, count in
-            buffer[0] = (fin ? 0x80 : 0) | opcode.rawValue
+            buffer[0] = (fin ? 0x80 : 0) | (compressed ? 0x40 : 0) | opcode.rawValue
             let maskBit: UInt8 = key == nil ? 0 : 0x80
             switch lengthBytes {
             case 0: buffer[1] = maskBit | UInt8(length)
@@ -130,8 +131,12 @@ package struct WebSocketFrameReader: Sendable {
     package let maximumMessageSize: Int
 
     private var buffer: [UInt8] = []
-    /// The opcode and bytes of a fragmented message being assembled.
-    private var fragmented: (opcode: WebSocketOpcode, payload: [UInt8])?
+    /// The opcode and bytes of a fragmented message being assembled, and whether it is
+    /// compressed.
+    private var fragmented: (opcode: WebSocketOpcode, payload: [UInt8], compressed: Bool)?
+    /// permessage-deflate, once agreed: a message whose first frame has RSV1 set is
+    /// decompressed with it (RFC 7692 section 6).
+    package var compression: WebSocketDeflater?
     private var failed: WebSocketProtocolError?
 
     package init(maximumMessageSize: Int = 16 << 20) {
@@ -168,11 +173,19 @@ package struct WebSocketFrameReader: Sendable {
         let first = buffer[offset]
         let second = buffer[offset + 1]
         let fin = first & 0x80 != 0
-        guard first & 0x70 == 0 else {
-            throw .protocolError("A frame with reserved bits set (no extension was agreed)")
-        }
         guard let opcode = WebSocketOpcode(rawValue: first & 0x0F) else {
             throw .protocolError("A frame with the reserved opcode \(first & 0x0F)")
+        }
+        // RSV1 marks a compressed message, on its first frame only, once permessage-deflate
+        // was agreed; RSV2 and RSV3 mean nothing here.
+        let compressed = first & 0x40 != 0
+        guard first & 0x30 == 0,
+            !compressed || (compression != nil && (opcode == .text || opcode == .binary))
+        else {
+            throw .protocolError(
+                compression == nil
+                    ? "A frame with reserved bits set (no extension was agreed)"
+                    : "A frame with reserved bits set that permessage-deflate does not allow")
         }
         guard second & 0x80 == 0 else { throw .protocolError("A masked frame from the server") }
         var headerLength = 2
@@ -199,11 +212,11 @@ package struct WebSocketFrameReader: Sendable {
         guard available - headerLength >= Int(length) else { return nil }
         let start = offset + headerLength
         let payload = Array(buffer[start..<start + Int(length)])
-        return (try event(opcode, payload, fin: fin), headerLength + Int(length))
+        return (try event(opcode, payload, fin: fin, compressed: compressed), headerLength + Int(length))
     }
 
     private mutating func event(
-        _ opcode: WebSocketOpcode, _ payload: [UInt8], fin: Bool
+        _ opcode: WebSocketOpcode, _ payload: [UInt8], fin: Bool, compressed: Bool
     )
         throws(WebSocketProtocolError) -> WebSocketEvent?
     {
@@ -212,23 +225,30 @@ package struct WebSocketFrameReader: Sendable {
         case .pong: return .pong(payload)
         case .close: return try Self.close(payload)
         case .continuation:
-            guard var message = fragmented else { throw .protocolError("A continuation frame without a message") }
+            guard var assembled = fragmented else { throw .protocolError("A continuation frame without a message") }
             fragmented = nil  // the bytes so far have one owner again: appending does not copy them
-            message.payload += payload
+            assembled.payload += payload
             guard fin else {
-                fragmented = message
+                fragmented = assembled
                 return nil
             }
-            fragmented = nil
-            return try Self.message(message.opcode, message.payload)
+            return try message(assembled.opcode, assembled.payload, compressed: assembled.compressed)
         case .text, .binary:
             guard fragmented == nil else { throw .protocolError("A new message before the last one ended") }
             guard fin else {
-                fragmented = (opcode, payload)
+                fragmented = (opcode, payload, compressed)
                 return nil
             }
-            return try Self.message(opcode, payload)
+            return try message(opcode, payload, compressed: compressed)
         }
+    }
+
+    /// A whole message: decompressed when it is compressed, then checked.
+    private func message(
+        _ opcode: WebSocketOpcode, _ payload: [UInt8], compressed: Bool
+    ) throws(WebSocketProtocolError) -> WebSocketEvent {
+        guard compressed, let compression else { return try Self.message(opcode, payload) }
+        return try Self.message(opcode, compression.decompress(payload, limit: maximumMessageSize))
     }
 
     private static func message(

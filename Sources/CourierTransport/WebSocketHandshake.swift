@@ -35,7 +35,9 @@ package enum WebSocketHandshake {
     /// The request head as bytes: `GET` of the URL's path and query over HTTP/1.1, `Host`,
     /// the upgrade fields, the subprotocols offered, then `fields` (the session's and the
     /// request's, cookies), except the ones the handshake sets itself.
-    package static func requestBytes(url: URL, key: String, protocols: [String], fields: HTTPFields) -> [UInt8] {
+    package static func requestBytes(
+        url: URL, key: String, protocols: [String], fields: HTTPFields, offersCompression: Bool = false
+    ) -> [UInt8] {
         var target = url.path.isEmpty ? "/" : url.path
         if let query = url.query { target += "?" + query }
         let defaultPort = HostName.defaultPort(forScheme: url.scheme)
@@ -45,6 +47,7 @@ package enum WebSocketHandshake {
         var text = "GET \(target) HTTP/1.1\r\nHost: \(host)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         text += "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
         if !protocols.isEmpty { text += "Sec-WebSocket-Protocol: \(protocols.joined(separator: ", "))\r\n" }
+        if offersCompression { text += "Sec-WebSocket-Extensions: \(WebSocketDeflateParameters.offer)\r\n" }
         let own: Set<String> = [
             "host", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version", "sec-websocket-protocol",
             "sec-websocket-extensions", "content-length", "transfer-encoding",
@@ -56,34 +59,53 @@ package enum WebSocketHandshake {
         return Array(text.utf8)
     }
 
-    /// Why the server's answer does not open a WebSocket, or nil when it does; `protocol` is
-    /// the subprotocol it chose (nil for none).
+    /// What the server's answer to the handshake says.
+    package struct Answer: Sendable {
+        /// Why the answer does not open a WebSocket; nil when it does.
+        package var failure: String?
+        /// The subprotocol the server chose, if any.
+        package var `protocol`: String?
+        /// permessage-deflate, when it was offered and the server agreed.
+        package var compression: WebSocketDeflateParameters?
+    }
+
+    /// Checks the server's answer: a 101 with the upgrade fields and the accept value for
+    /// `key`, a subprotocol among `protocols` if any, and no extension but permessage-deflate
+    /// when `offeredCompression`.
     package static func check(
-        _ response: HTTPResponse, key: String, protocols: [String]
-    ) -> (
-        failure: String?, protocol: String?
-    ) {
+        _ response: HTTPResponse, key: String, protocols: [String], offeredCompression: Bool = false
+    ) -> Answer {
+        func failed(_ message: String) -> Answer { Answer(failure: message) }
         guard response.status.code == 101 else {
-            return ("The server answered \(response.status.code) instead of 101 Switching Protocols", nil)
+            return failed("The server answered \(response.status.code) instead of 101 Switching Protocols")
         }
         let fields = response.headerFields
         guard fields[.upgrade]?.lowercased() == "websocket" else {
-            return ("The server's 101 does not say Upgrade: websocket", nil)
+            return failed("The server's 101 does not say Upgrade: websocket")
         }
         guard FieldList.lowercasedItems(fields[values: .connection]).contains("upgrade") else {
-            return ("The server's 101 does not say Connection: Upgrade", nil)
+            return failed("The server's 101 does not say Connection: Upgrade")
         }
         guard fields[HTTPField.Name("Sec-WebSocket-Accept")!] == acceptValue(forKey: key) else {
-            return ("The server's Sec-WebSocket-Accept does not answer the key", nil)
+            return failed("The server's Sec-WebSocket-Accept does not answer the key")
         }
-        if let extensions = fields[HTTPField.Name("Sec-WebSocket-Extensions")!], !extensions.isEmpty {
-            return ("The server chose extensions that were not offered: \(extensions)", nil)
+        var answer = Answer()
+        let extensions = fields[values: HTTPField.Name("Sec-WebSocket-Extensions")!].joined(separator: ", ")
+        if !extensions.trimmingCharacters(in: .whitespaces).isEmpty {
+            guard offeredCompression else {
+                return failed("The server chose extensions that were not offered: \(extensions)")
+            }
+            switch WebSocketDeflateParameters.parse(extensions) {
+            case .success(let parameters): answer.compression = parameters
+            case .failure(let error): return failed(error.message)
+            }
         }
-        guard let chosen = fields[HTTPField.Name("Sec-WebSocket-Protocol")!] else { return (nil, nil) }
+        guard let chosen = fields[HTTPField.Name("Sec-WebSocket-Protocol")!] else { return answer }
         guard protocols.contains(chosen) else {
-            return ("The server chose the subprotocol \(chosen), which was not offered", nil)
+            return failed("The server chose the subprotocol \(chosen), which was not offered")
         }
-        return (nil, chosen)
+        answer.protocol = chosen
+        return answer
     }
 }
 

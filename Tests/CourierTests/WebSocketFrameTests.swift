@@ -154,3 +154,79 @@ import Testing
             ).failure != nil)
     }
 }
+
+/// permessage-deflate (RFC 7692): the negotiation, and messages compressed both ways.
+@Suite struct WebSocketDeflateTests {
+    @Test func theRFCsCompressedHelloIsRead() throws {
+        // Section 7.2.3.1: "Hello" in one compressed frame.
+        var reader = WebSocketFrameReader()
+        reader.compression = WebSocketDeflater(WebSocketDeflateParameters())
+        #expect(try reader.feed([0xC1, 0x07, 0xF2, 0x48, 0xCD, 0xC9, 0xC9, 0x07, 0x00]) == [.text("Hello")])
+        // Section 7.2.3.2: the same, sent again with the window kept (a back-reference).
+        #expect(try reader.feed([0xC1, 0x05, 0xF2, 0x00, 0x11, 0x00, 0x00]) == [.text("Hello")])
+        // Section 7.2.3.1 in two fragments: RSV1 on the first only.
+        #expect(try reader.feed([0x41, 0x03, 0xF2, 0x48, 0xCD]) == [])
+        #expect(try reader.feed([0x80, 0x04, 0xC9, 0xC9, 0x07, 0x00]) == [.text("Hello")])
+    }
+
+    @Test func withoutTheExtensionRSV1IsAViolation() {
+        var reader = WebSocketFrameReader()
+        #expect(throws: WebSocketProtocolError.self) {
+            try reader.feed([0xC1, 0x07, 0xF2, 0x48, 0xCD, 0xC9, 0xC9, 0x07, 0x00])
+        }
+        var compressed = WebSocketFrameReader()
+        compressed.compression = WebSocketDeflater(WebSocketDeflateParameters())
+        // Not on a control frame, nor on a continuation.
+        #expect(throws: WebSocketProtocolError.self) { try compressed.feed([0xC9, 0x00]) }
+    }
+
+    @Test(arguments: [false, true])
+    func whatIsCompressedReadsBack(noContextTakeover: Bool) throws {
+        var parameters = WebSocketDeflateParameters()
+        parameters.clientNoContextTakeover = noContextTakeover
+        parameters.serverNoContextTakeover = noContextTakeover
+        parameters.clientMaxWindowBits = 9
+        let sender = try #require(WebSocketDeflater(parameters))
+        let receiver = try #require(WebSocketDeflater(parameters))
+        for message in [[UInt8](), Array("hello, hello, hello".utf8), (0..<200_000).map { UInt8($0 % 7) }] {
+            for _ in 0..<3 {
+                let compressed = message.withUnsafeBytes { sender.compress($0) }
+                #expect(try receiver.decompress(compressed, limit: 1 << 20) == message)
+                if message.count > 1000 { #expect(compressed.count < message.count / 10) }
+            }
+        }
+    }
+
+    @Test func aMessageThatInflatesPastTheLimitIsTooBig() throws {
+        let deflater = try #require(WebSocketDeflater(WebSocketDeflateParameters()))
+        let bomb = [UInt8](repeating: 0, count: 4 << 20).withUnsafeBytes { deflater.compress($0) }
+        #expect(bomb.count < 10_000)
+        let receiver = try #require(WebSocketDeflater(WebSocketDeflateParameters()))
+        #expect(throws: WebSocketProtocolError(1009, "A message over the limit of 1048576 bytes once decompressed")) {
+            try receiver.decompress(bomb, limit: 1 << 20)
+        }
+        let other = try #require(WebSocketDeflater(WebSocketDeflateParameters()))
+        #expect(throws: WebSocketProtocolError.self) { try other.decompress([0xFF, 0xFF, 0xFF], limit: 1 << 20) }
+    }
+
+    @Test func theServersAnswerIsChecked() {
+        func parse(_ value: String) -> WebSocketDeflateParameters? {
+            try? WebSocketDeflateParameters.parse(value).get()
+        }
+        #expect(parse("permessage-deflate") == WebSocketDeflateParameters())
+        let full = parse(
+            "permessage-deflate; server_no_context_takeover; client_no_context_takeover; server_max_window_bits=10; client_max_window_bits=\"12\""
+        )
+        #expect(full?.serverNoContextTakeover == true && full?.clientNoContextTakeover == true)
+        #expect(full?.serverMaxWindowBits == 10 && full?.clientMaxWindowBits == 12)
+        for refused in [
+            "x-webkit-deflate-frame", "permessage-deflate, permessage-deflate", "permessage-deflate; mystery",
+            "permessage-deflate; server_max_window_bits=16", "permessage-deflate; server_max_window_bits",
+            "permessage-deflate; client_max_window_bits=8", "permessage-deflate; server_no_context_takeover=1",
+            "permessage-deflate; server_max_window_bits=10; server_max_window_bits=10",
+            "permessage-deflate; server_max_window_bits=09",
+        ] {
+            #expect(parse(refused) == nil, "\(refused)")
+        }
+    }
+}

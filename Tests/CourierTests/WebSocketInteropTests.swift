@@ -73,8 +73,9 @@ import Testing
                     HTTPField(name: name, value: line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
                 )
             }
-            return WebSocketHandshake.check(
+            let answer = WebSocketHandshake.check(
                 HTTPResponse(status: .init(code: status), headerFields: fields), key: key, protocols: protocols)
+            return (answer.failure, answer.protocol)
         }
 
         /// Reads until `count` events have come (or the connection ends).

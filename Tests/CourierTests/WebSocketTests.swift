@@ -415,6 +415,44 @@ import Testing
         #expect(try await lastClose(peers, id: id) == "4321")
     }
 
+    @Test func messagesAreCompressedBothWaysWhenTheServerAgrees() async throws {
+        let peers = try await TestServers.webSocketPeers()
+        let api = manager(peers.deflate)
+        let socket = try await api.webSocket("echo", webSocketOptions: WebSocketOptions(compression: true))
+        let agreed = socket.response.headerFields[HTTPField.Name("Sec-WebSocket-Extensions")!] ?? ""
+        #expect(agreed.hasPrefix("permessage-deflate"))
+        var iterator = socket.messages.makeAsyncIterator()
+        let repetitive = String(repeating: "compress me, ", count: 100_000)
+        var generator = SystemRandomNumberGenerator()
+        let random = Data((0..<300_000).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        for message: WebSocketMessage in [.text("hello"), .text(repetitive), .data(random), .text(""), .text("hello")] {
+            try await socket.send(message)
+            #expect(try await iterator.next() == message)
+        }
+        await socket.close()
+        #expect(socket.closeCode == .normalClosure)
+        // Without the option nothing is offered, and the same server sends plain frames.
+        let plain = try await api.webSocket("echo")
+        #expect(plain.response.headerFields[HTTPField.Name("Sec-WebSocket-Extensions")!] == nil)
+        try await plain.send(.text("plain"))
+        var plainMessages = plain.messages.makeAsyncIterator()
+        #expect(try await plainMessages.next() == .text("plain"))
+        await plain.close()
+    }
+
+    @Test func aCompressedMessageOverTheLimitOnceInflatedIsTooBig() async throws {
+        let peers = try await TestServers.webSocketPeers()
+        let socket = try await manager(peers.deflate).webSocket(
+            "sizes", parameters: ["n": "4194304"],
+            webSocketOptions: WebSocketOptions(maximumMessageSize: 1 << 20, compression: true))
+        let error = await #expect(throws: CourierError.self) { for try await _ in socket.messages {} }
+        guard case .responseTooLarge(let context) = error else {
+            Issue.record("expected responseTooLarge, got \(String(describing: error))")
+            return
+        }
+        #expect(context.webSocketCloseCode == 1009)
+    }
+
     @Test func thePingIntervalKeepsALiveConnectionAndFailsADeadOne() async throws {
         let peers = try await TestServers.webSocketPeers()
         let options = WebSocketOptions(pingInterval: .milliseconds(200))

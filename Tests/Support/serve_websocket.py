@@ -7,13 +7,14 @@ Usage:  python serve_websocket.py [--parent-pid PID] [--tls-info PATH]
 
 Listens on free loopback ports and prints exactly one line once every one accepts:
 
-    READY <ws_port> <raw_port> <proxy_port>                            (without --tls-info)
-    READY <ws_port> <raw_port> <proxy_port> <wss_port> <wss_mtls_port> (with it)
+    READY <ws_port> <raw_port> <proxy_port> <deflate_port>                        (without --tls-info)
+    READY <ws_port> <raw_port> <proxy_port> <wss_port> <wss_mtls_port> <deflate_port> (with it)
 
 then nothing more on stdout. Exits when the parent process (or --parent-pid) disappears.
 
 ws_port (`websockets`, no compression, no keepalive pings, messages up to 32 MiB); wss_port
-and wss_mtls_port serve the same paths over TLS:
+and wss_mtls_port serve the same paths over TLS, and deflate_port the same paths with
+permessage-deflate (RFC 7692) when the client offers it:
 
   /echo           every message back as it came (text as text, binary as binary); chooses the
                   subprotocol ``v1`` or ``v2`` when offered (the first offered)
@@ -637,6 +638,9 @@ async def main_async(parent_pid, tls_info):
     if contexts is not None:
         servers += [serve(handler, "127.0.0.1", 0, ssl=contexts[0], **options),
                     serve(handler, "127.0.0.1", 0, ssl=contexts[1], **options)]
+    # The same paths with permessage-deflate (websockets' defaults: it answers an offer with
+    # 12-bit windows both ways and keeps its context between messages).
+    servers.append(serve(handler, "127.0.0.1", 0, **(options | dict(compression="deflate"))))
     ws = [await s for s in servers]
     raw = await asyncio.start_server(raw_connection, "127.0.0.1", 0, limit=HEAD_LIMIT)
     proxy = await asyncio.start_server(proxy_connection, "127.0.0.1", 0, limit=HEAD_LIMIT)

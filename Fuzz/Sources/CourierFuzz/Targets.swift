@@ -34,9 +34,17 @@ enum FuzzTargets {
     static func webSocketFrames(_ data: Data) {
         guard let first = data.first else { return }
         let bytes = Array(data.dropFirst())
-        var whole = WebSocketFrameReader(maximumMessageSize: 512)
+        // The first byte's top bit: permessage-deflate agreed (each reader its own state), so
+        // RSV1 marks compressed messages, inflated within the same limit.
+        let compressed = first & 0x80 != 0
+        func reader() -> WebSocketFrameReader {
+            var reader = WebSocketFrameReader(maximumMessageSize: 512)
+            if compressed { reader.compression = WebSocketDeflater(WebSocketDeflateParameters()) }
+            return reader
+        }
+        var whole = reader()
         let all = Result { () throws(WebSocketProtocolError) in try whole.feed(bytes) }
-        var pieces = WebSocketFrameReader(maximumMessageSize: 512)
+        var pieces = reader()
         var split: [WebSocketEvent] = []
         var splitError: WebSocketProtocolError?
         let size = Int(first % 16) + 1
@@ -69,8 +77,23 @@ enum FuzzTargets {
                         .close, code.map { WebSocketFrameWriter.closePayload(code: $0, reason: reason) } ?? [],
                         mask: nil)
                 }
-                var again = WebSocketFrameReader(maximumMessageSize: 512)
+                var again = reader()
                 fuzzCheck((try? again.feed(frame)) == [event], "\(event) does not read back as itself")
+                // A message compressed reads back as itself too.
+                guard compressed, let deflater = WebSocketDeflater(WebSocketDeflateParameters()) else { continue }
+                let (opcode, payload): (WebSocketOpcode, [UInt8])
+                switch event {
+                case .text(let text): (opcode, payload) = (.text, Array(text.utf8))
+                case .binary(let bytes): (opcode, payload) = (.binary, bytes)
+                default: continue
+                }
+                let deflated = payload.withUnsafeBytes { deflater.compress($0) }
+                let compressedFrame = deflated.withUnsafeBytes {
+                    WebSocketFrameWriter.frame(opcode, bytes: $0, mask: nil, compressed: true)
+                }
+                var inflating = reader()
+                fuzzCheck(
+                    (try? inflating.feed(compressedFrame)) == [event], "\(event) does not read back compressed")
             }
         case .failure(let error):
             fuzzCheck(splitError == error, "whole: \(error), in chunks of \(size): \(String(describing: splitError))")

@@ -48,6 +48,21 @@ int courier_gzip_step(courier_gzip *gzip, const void *input, size_t input_length
                       void *output, size_t output_capacity, size_t *consumed, size_t *produced);
 void courier_gzip_free(courier_gzip *gzip);
 
+// MARK: - Raw deflate (zlib) for WebSocket messages (RFC 7692)
+
+typedef struct courier_raw_zlib courier_raw_zlib;
+/// A raw deflate (no zlib or gzip wrapper) compressor (`compress` 1) with a window of
+/// 2^window_bits bytes (9 to 15), or a decompressor (`compress` 0; its window is always 15
+/// bits, which reads any smaller one). NULL when zlib cannot make one.
+courier_raw_zlib *courier_raw_zlib_create(int compress, int window_bits);
+/// Compresses or decompresses from `input` into `output`, with Z_SYNC_FLUSH when `flush`.
+/// Sets how much was consumed and produced; returns 0, or -1 when the data is not deflate.
+int courier_raw_zlib_step(courier_raw_zlib *zlib, const void *input, size_t input_length, int flush,
+                          void *output, size_t output_capacity, size_t *consumed, size_t *produced);
+/// Forgets the window (no context takeover).
+void courier_raw_zlib_reset(courier_raw_zlib *zlib);
+void courier_raw_zlib_free(courier_raw_zlib *zlib);
+
 // MARK: - The public suffix list (libpsl, loaded at run time)
 
 /// Whether a cookie for `domain` may be set by `host`, by the public suffix list libcurl uses

@@ -62,6 +62,7 @@ extension HTTPSessionManager {
         settings.pingInterval = webSocketOptions.pingInterval
         settings.closeTimeout = webSocketOptions.closeTimeout
         settings.receiveQueueLimit = webSocketOptions.bufferedMessageLimit
+        settings.offersCompression = webSocketOptions.compression
         settings.openTimeout = options.requestTimeout ?? pipeline.transferOptions.idleTimeout
         let (channel, opening) = try await pipeline.openWebSocket(prepared, hooks: self, parameters: settings)
         return WebSocket(channel: channel, opening: opening, manager: self)

@@ -65,16 +65,22 @@ public struct WebSocketOptions: Sendable {
     /// reading the socket (the server's sends then slow down, by TCP's flow control) until
     /// the reader has taken half of them. 64 by default.
     public var bufferedMessageLimit: Int
+    /// Offers permessage-deflate (RFC 7692): when the server agrees, messages are compressed
+    /// both ways with zlib. Off by default: each compressed WebSocket keeps zlib's state for
+    /// both directions (up to about 300 KB), which many sockets feel more than the bytes saved
+    /// on small messages. ``maximumMessageSize`` limits a message once decompressed.
+    public var compression: Bool
 
     /// Options; every argument has its default.
     public init(
         pingInterval: Duration? = nil, closeTimeout: Duration = .seconds(5), maximumMessageSize: Int = 16 << 20,
-        bufferedMessageLimit: Int = 64
+        bufferedMessageLimit: Int = 64, compression: Bool = false
     ) {
         self.pingInterval = pingInterval
         self.closeTimeout = closeTimeout
         self.maximumMessageSize = maximumMessageSize
         self.bufferedMessageLimit = bufferedMessageLimit
+        self.compression = compression
     }
 }
 

@@ -90,12 +90,13 @@ actor TestServers {
                 let (_, fields) = try await Self.launch(
                     python, Self.supportDirectory.appendingPathComponent("serve_websocket.py").path, "--tls-info",
                     tls.infoFile.path)
-                guard fields.count >= 5 else { throw TestServerError("serve_websocket.py: \(fields)") }
+                guard fields.count >= 6 else { throw TestServerError("serve_websocket.py: \(fields)") }
                 return WebSocketPeers(
                     ws: URL(string: "ws://127.0.0.1:\(fields[0])/")!, raw: URL(string: "ws://127.0.0.1:\(fields[1])/")!,
                     proxy: URL(string: "http://127.0.0.1:\(fields[2])/")!,
                     wss: URL(string: "wss://localhost:\(fields[3])/")!,
-                    wssClientCertificates: URL(string: "wss://localhost:\(fields[4])/")!, tls: tls)
+                    wssClientCertificates: URL(string: "wss://localhost:\(fields[4])/")!,
+                    deflate: URL(string: "ws://127.0.0.1:\(fields[5])/")!, tls: tls)
             }
         }
         return try await webSocket!.value
@@ -312,6 +313,8 @@ struct WebSocketPeers: Sendable {
     var wss: URL
     /// wss that requires a client certificate (the TLS servers' client).
     var wssClientCertificates: URL
+    /// ws with permessage-deflate when offered (the same paths as `ws`).
+    var deflate: URL
     /// The PKI.
     var tls: TLSServers
 }
