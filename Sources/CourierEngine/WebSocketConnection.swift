@@ -308,9 +308,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             let code = curl_easy_recv(easy, buffer.baseAddress, buffer.count, &count)
             if code == CURLE_AGAIN { break }
             guard code == CURLE_OK else {
-                fail(
-                    CourierError.fromCurl(
-                        code, detail: String(cString: errorBuffer), context: closingContext("", code: 1006)))
+                failAfterCurl(code)
                 return
             }
             guard count > 0 else {
@@ -527,9 +525,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             }
             if code == CURLE_AGAIN { break }
             guard code == CURLE_OK else {
-                fail(
-                    CourierError.fromCurl(
-                        code, detail: String(cString: errorBuffer), context: closingContext("", code: 1006)))
+                failAfterCurl(code)
                 return
             }
             writtenOfFirst += count
@@ -618,6 +614,11 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
 
     private func fail(_ error: any Error) {
         finish(.failure(error))
+    }
+
+    /// `curl_easy_send` or `curl_easy_recv` failed: the connection is gone (1006).
+    private func failAfterCurl(_ code: CURLcode) {
+        fail(CourierError.fromCurl(code, detail: String(cString: errorBuffer), context: closingContext("", code: 1006)))
     }
 
     private func setPhaseDeadline(after duration: Duration) {
