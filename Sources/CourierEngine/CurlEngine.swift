@@ -541,7 +541,6 @@ package final class CurlEngine: @unchecked Sendable {
     }
 
     private func tearDown() {
-        closeWebSockets()
         for transfer in active {
             transfer.cancel()
             detach(transfer)
@@ -556,6 +555,7 @@ package final class CurlEngine: @unchecked Sendable {
             default: break
             }
         }
+        closeWebSockets()
         handles.removeAll()
         parsedURLs.removeAll()
         // Socket callbacks can still fire in here; `self` is alive (this thread holds it).

@@ -13,9 +13,16 @@ protocol EngineDeadline: AnyObject {
 }
 
 /// The deadlines of the WebSocket multi handles and connections, earliest first. Entries are
-/// not removed when a deadline moves: a stale one is dropped when it comes up.
+/// not removed when a deadline moves: a stale one is dropped when it comes up. They hold their
+/// targets weakly: a connection that has ended is freed at once, not when its last deadline
+/// comes up (a minute later, for the open timeout), and never kept in a cycle with its engine.
 struct DeadlineHeap {
-    private var entries: [(deadline: UInt64, target: any EngineDeadline)] = []
+    private struct Entry {
+        var deadline: UInt64
+        weak var target: (any EngineDeadline)?
+    }
+
+    private var entries: [Entry] = []
 
     var isEmpty: Bool { entries.isEmpty }
 
@@ -23,7 +30,7 @@ struct DeadlineHeap {
     var earliestDeadline: UInt64? { entries.first?.deadline }
 
     mutating func schedule(_ target: any EngineDeadline, at deadline: UInt64) {
-        entries.append((deadline, target))
+        entries.append(Entry(deadline: deadline, target: target))
         var child = entries.count - 1
         while child > 0 {
             let parent = (child - 1) / 2
@@ -38,13 +45,17 @@ struct DeadlineHeap {
         var due: [any EngineDeadline] = []
         while let first = entries.first, first.deadline <= now {
             removeFirst()
-            if let current = first.target.deadline, current <= now,
-                !due.contains(where: { $0 === first.target })
+            if let target = first.target, let current = target.deadline, current <= now,
+                !due.contains(where: { $0 === target })
             {
-                due.append(first.target)
+                due.append(target)
             }
         }
         return due
+    }
+
+    mutating func removeAll() {
+        entries.removeAll()
     }
 
     private mutating func removeFirst() {
@@ -206,7 +217,8 @@ extension CurlEngine {
         for target in webSocketTimers.takeDue(now: now) { target.deadlinePassed(now: now) }
     }
 
-    /// Ends every WebSocket (the engine is shutting down) and frees the multi handles.
+    /// Ends every WebSocket (the engine is shutting down) and frees the multi handles. After
+    /// the last commands have run: a WebSocket started by one of them is ended here too.
     func closeWebSockets() {
         for connection in Array(webSockets.values) {
             connection.finish(
@@ -218,6 +230,7 @@ extension CurlEngine {
         }
         for multi in webSocketMultis { multi.cleanUp() }
         webSocketMultis.removeAll()
+        webSocketTimers.removeAll()
         webSocketBuffer?.deallocate()
         webSocketBuffer = nil
     }

@@ -84,6 +84,24 @@ import Testing
         await #expect(throws: CourierError.self) { try await socket.send(.text("after")) }
     }
 
+    /// An open racing the session's end never hangs: a start that reaches the engine after it
+    /// began shutting down ends with the others (the engine ended its WebSockets before it ran
+    /// the last commands, and such a socket waited forever).
+    @Test(.timeLimit(.minutes(2))) func anOpenRacingInvalidationEnds() async throws {
+        for round in 0..<20 {
+            let api = try await manager()
+            let opening = Task { try await api.webSocket("echo") }
+            if round % 2 == 1 { await Task.yield() }
+            api.invalidateAndCancel()
+            switch await opening.result {
+            case .success(let socket):
+                await #expect(throws: (any Error).self) { for try await _ in socket.messages {} }
+            case .failure(let error):
+                #expect(error is CourierError || error is CancellationError, "\(error)")
+            }
+        }
+    }
+
     @Test func aPingIsAnsweredWithItsRoundTripTime() async throws {
         let api = try await manager()
         let socket = try await api.webSocket("echo")
@@ -208,6 +226,10 @@ import Testing
             Issue.record("expected invalidHeader, got \(String(describing: error))")
             return
         }
+        let limit = await #expect(throws: CourierError.self) {
+            try await api.webSocket("chat", webSocketOptions: WebSocketOptions(maximumMessageSize: 0))
+        }
+        #expect(limit?.context.message.contains("maximumMessageSize") == true)
     }
 
     @Test func theCommandLineSendsLinesAndPrintsMessages() async throws {
