@@ -126,24 +126,20 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
     }
 
     func send(_ message: WebSocketEvent) async throws {
-        if shared.withLock({ $0.compresses }) {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                if !engine.submit(.run { [self] _ in enqueueCompressed(message, waiter: continuation) }) {
-                    continuation.resume(throwing: Self.invalidated(url))
+        // Framed and masked here, off the engine thread, unless permessage-deflate was agreed:
+        // the compressor's window then runs across messages in the order they go out.
+        let frame =
+            shared.withLock({ $0.compresses })
+            ? nil : message.withMessagePayload { WebSocketFrameWriter.frame($0, bytes: $1, mask: Self.maskKey()) }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let work: @Sendable (CurlEngine) -> Void = { [self] _ in
+                if let frame {
+                    enqueue(frame, waiter: continuation)
+                } else {
+                    enqueueCompressed(message, waiter: continuation)
                 }
             }
-            return
-        }
-        let frame: [UInt8]
-        switch message {
-        case .text(let text): frame = WebSocketFrameWriter.frame(.text, text.utf8, mask: Self.maskKey())
-        case .binary(let bytes): frame = WebSocketFrameWriter.frame(.binary, bytes, mask: Self.maskKey())
-        default: preconditionFailure("send(_:) takes a text or binary message")
-        }
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            if !engine.submit(.run { [self] _ in enqueue(frame, waiter: continuation) }) {
-                continuation.resume(throwing: Self.invalidated(url))
-            }
+            if !engine.submit(.run(work)) { continuation.resume(throwing: Self.invalidated(url)) }
         }
     }
 
@@ -481,17 +477,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             waiter.resume(throwing: closedError("A message cannot be sent"))
             return
         }
-        let (opcode, compressed): (WebSocketOpcode, [UInt8])
-        switch message {
-        case .text(var text):
-            opcode = .text
-            compressed = text.withUTF8 { deflater.compress(UnsafeRawBufferPointer($0)) }
-        case .binary(let bytes):
-            opcode = .binary
-            compressed = bytes.withUnsafeBytes { deflater.compress($0) }
-        default:
-            preconditionFailure("send(_:) takes a text or binary message")
-        }
+        let (opcode, compressed) = message.withMessagePayload { ($0, deflater.compress($1)) }
         let frame = compressed.withUnsafeBytes {
             WebSocketFrameWriter.frame(opcode, bytes: $0, mask: Self.maskKey(), compressed: true)
         }

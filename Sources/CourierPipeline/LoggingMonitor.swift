@@ -1,4 +1,5 @@
 @_spi(CourierInternals) import CourierCore
+import CourierTransport
 import Foundation
 import HTTPTypes
 import Logging
@@ -66,8 +67,7 @@ public struct LoggingMonitor: EventMonitor {
 
     /// The ws or wss URL a WebSocket's handshake request stands for.
     static func webSocketURL(of request: HTTPRequest) -> String {
-        let scheme = request.scheme == "https" ? "wss" : "ws"
-        return "\(scheme)://\(request.authority ?? "")\(request.path ?? "")"
+        WebSocketHandshake.webSocketURL(forHTTP: request.url)?.absoluteString ?? url(of: request)
     }
 
     /// Header fields whose values are secrets, written as `<redacted>`.

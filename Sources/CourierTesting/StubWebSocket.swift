@@ -69,11 +69,7 @@ public final class StubWebSocketPeer: Sendable {
 
             /// The next message; nil once the client closed.
             public mutating func next() async throws -> WebSocketMessage? {
-                switch try await inbox.next() {
-                case .text(let text): return .text(text)
-                case .binary(let bytes): return .data(Data(bytes))
-                default: return nil
-                }
+                WebSocketMessage(try await inbox.next())
             }
         }
     }
@@ -187,10 +183,7 @@ final class StubWebSocketChannel: WebSocketChannel {
         try state.withLock { state throws(CourierError) in
             if state.ended || state.clientClosure != nil { throw closed("A message cannot be sent") }
         }
-        switch message {
-        case .text(let text): _ = inbox.push(.text(text))
-        case .data(let data): _ = inbox.push(.binary(Array(data)))
-        }
+        _ = inbox.push(message.event)
     }
 
     /// Ends both sides. Once.

@@ -101,22 +101,10 @@ package final class WebSocketDeflater: @unchecked Sendable {
     /// A message's payload compressed (section 7.2.1): deflated with a sync flush, its
     /// trailing `00 00 FF FF` removed.
     package func compress(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
-        var output: [UInt8] = []
-        output.reserveCapacity(bytes.count / 2 + 64)
-        var chunk = [UInt8](repeating: 0, count: 16 << 10)
-        var offset = 0
-        while true {
-            var consumed = 0
-            var produced = 0
-            let base = bytes.baseAddress.map { $0 + offset }
-            _ = chunk.withUnsafeMutableBytes { out in
-                courier_raw_zlib_step(
-                    compressor, base, bytes.count - offset, 1, out.baseAddress, out.count, &consumed, &produced)
-            }
-            offset += consumed
-            output.append(contentsOf: chunk[0..<produced])
-            // Done when zlib had room to spare: all input taken and the flush written out.
-            if offset == bytes.count && produced < chunk.count { break }
+        guard case .output(var output) = Self.flush(bytes, through: compressor, limit: .max, expected: bytes.count / 2)
+        else {
+            // deflate refuses data only when its own state is broken.
+            preconditionFailure("zlib could not compress a WebSocket message")
         }
         if output.count >= 4, Array(output.suffix(4)) == Self.syncTrailer {
             output.removeLast(4)
@@ -135,33 +123,52 @@ package final class WebSocketDeflater: @unchecked Sendable {
     /// deflate with 1007.
     package func decompress(_ payload: [UInt8], limit: Int) throws(WebSocketProtocolError) -> [UInt8] {
         let input = payload + Self.syncTrailer
+        let result = input.withUnsafeBytes { Self.flush($0, through: decompressor, limit: limit, expected: 0) }
+        switch result {
+        case .output(let output):
+            if parameters.serverNoContextTakeover { courier_raw_zlib_reset(decompressor) }
+            return output
+        case .invalid:
+            throw WebSocketProtocolError(1007, "A compressed message that is not valid deflate data")
+        case .tooLarge:
+            throw WebSocketProtocolError(1009, "A message over the limit of \(limit) bytes once decompressed")
+        }
+    }
+
+    /// What running bytes through zlib gave.
+    private enum Flushed {
+        case output([UInt8])
+        /// zlib refused the bytes (not deflate data).
+        case invalid
+        /// The output passed the limit.
+        case tooLarge
+    }
+
+    /// `input` run through `zlib` (compressing or decompressing) with a sync flush, in chunks,
+    /// at most `limit` bytes out; `expected` sizes the output's first allocation.
+    private static func flush(
+        _ input: UnsafeRawBufferPointer, through zlib: OpaquePointer, limit: Int, expected: Int
+    ) -> Flushed {
         var output: [UInt8] = []
+        output.reserveCapacity(expected + 64)
         var chunk = [UInt8](repeating: 0, count: 16 << 10)
         var offset = 0
         while true {
             var consumed = 0
             var produced = 0
-            let result = input.withUnsafeBytes { bytes in
-                chunk.withUnsafeMutableBytes { out in
-                    courier_raw_zlib_step(
-                        decompressor, bytes.baseAddress! + offset, bytes.count - offset, 1, out.baseAddress, out.count,
-                        &consumed, &produced)
-                }
+            let result = chunk.withUnsafeMutableBytes { out in
+                courier_raw_zlib_step(
+                    zlib, input.baseAddress.map { $0 + offset }, input.count - offset, 1, out.baseAddress, out.count,
+                    &consumed, &produced)
             }
-            guard result == 0 else {
-                throw WebSocketProtocolError(1007, "A compressed message that is not valid deflate data")
-            }
+            guard result == 0 else { return .invalid }
             offset += consumed
-            guard output.count + produced <= limit else {
-                throw WebSocketProtocolError(1009, "A message over the limit of \(limit) bytes once decompressed")
-            }
+            guard output.count + produced <= limit else { return .tooLarge }
             output.append(contentsOf: chunk[0..<produced])
-            if offset == input.count && produced < chunk.count { break }
-            if consumed == 0 && produced == 0 {
-                throw WebSocketProtocolError(1007, "A compressed message that is not valid deflate data")
-            }
+            // Done when zlib had room to spare: all input taken and the flush written out.
+            if offset == input.count && produced < chunk.count { return .output(output) }
+            // Input left, and zlib took none of it and wrote nothing: it cannot go on.
+            if consumed == 0 && produced == 0 { return .invalid }
         }
-        if parameters.serverNoContextTakeover { courier_raw_zlib_reset(decompressor) }
-        return output
     }
 }

@@ -49,6 +49,20 @@ package enum WebSocketEvent: Sendable, Hashable {
     case close(code: UInt16?, reason: String)
 }
 
+extension WebSocketEvent {
+    /// Calls `body` with a text or binary message's opcode and bytes in memory (a text's
+    /// UTF-8 in place when it is native). Only for messages: control events stop the process.
+    package func withMessagePayload<Result>(
+        _ body: (WebSocketOpcode, UnsafeRawBufferPointer) throws -> Result
+    ) rethrows -> Result {
+        switch self {
+        case .text(var text): try text.withUTF8 { try body(.text, UnsafeRawBufferPointer($0)) }
+        case .binary(let bytes): try bytes.withUnsafeBytes { try body(.binary, $0) }
+        default: preconditionFailure("a text or binary message was expected, not \(self)")
+        }
+    }
+}
+
 /// Frames a client writes (RFC 6455 section 5.3: masked with a key of 4 bytes).
 package enum WebSocketFrameWriter {
     /// One frame of `payload`, masked with `key` (nil: unmasked, as a server writes, for tests).

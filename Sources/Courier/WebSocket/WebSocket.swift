@@ -11,6 +11,26 @@ public enum WebSocketMessage: Sendable, Hashable {
     case data(Data)
 }
 
+extension WebSocketMessage {
+    /// The message as the transport carries it.
+    package var event: WebSocketEvent {
+        switch self {
+        case .text(let text): .text(text)
+        case .data(let data): .binary(Array(data))
+        }
+    }
+
+    /// The message a transport's event stands for; nil for the control frames, which
+    /// ``WebSocket/messages`` never hands out.
+    package init?(_ event: WebSocketEvent?) {
+        switch event {
+        case .text(let text): self = .text(text)
+        case .binary(let bytes): self = .data(Data(bytes))
+        default: return nil
+        }
+    }
+}
+
 /// A WebSocket close code (RFC 6455 section 7.4): one of the registered codes, or any code
 /// from 3000 to 4999 an application defines.
 public struct WebSocketCloseCode: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
@@ -135,10 +155,7 @@ public final class WebSocket: Sendable {
     /// than the network waits here). Throws `CourierError.webSocketClosed` once the WebSocket
     /// is closing or closed, or the error that ended it.
     public func send(_ message: WebSocketMessage) async throws {
-        switch message {
-        case .text(let text): try await channel.send(.text(text))
-        case .data(let data): try await channel.send(.binary(Array(data)))
-        }
+        try await channel.send(message.event)
     }
 
     /// Sends a ping and returns the time until its pong arrived.
@@ -184,11 +201,7 @@ public final class WebSocket: Sendable {
 
             /// The next message; nil after the close handshake.
             public mutating func next() async throws -> WebSocketMessage? {
-                switch try await channel.receive() {
-                case .text(let text): return .text(text)
-                case .binary(let bytes): return .data(Data(bytes))
-                default: return nil
-                }
+                WebSocketMessage(try await channel.receive())
             }
         }
     }
