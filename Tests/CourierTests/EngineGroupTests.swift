@@ -188,33 +188,38 @@ import Testing
         #expect((1...2).contains(connections))
     }
 
+    /// Eight requests over four engines with two tasks at a time, each held by the server until
+    /// the test has looked: two run, six wait, and no third starts while the two are held.
     @Test func tasksAtOnceAreLimitedAcrossTheEngines() async throws {
         let api = try await faultManager {
             $0.engineCount = 4
             $0.maximumConcurrentTasks = 2
         }
         let group = try Self.group(api)
+        let name = "admit-\(UUID().uuidString.prefix(8))"
         let running = Task {
-            try await withThrowingTaskGroup(of: Void.self) { tasks in
+            try await withThrowingTaskGroup(of: Data.self) { tasks in
                 for index in 0..<8 {
                     tasks.addTask {
-                        _ = try await api.GET(
-                            "drip", parameters: ["n": 3, "delay": 50, "i": .int(index)],
-                            serializer: DataResponseSerializer())
+                        try await api.GET(
+                            "ndjson/\(name)", parameters: ["i": .int(index)], serializer: DataResponseSerializer())
                     }
                 }
-                try await tasks.waitForAll()
+                return try await tasks.reduce(into: []) { $0.append($1) }
             }
         }
-        var most = 0
-        while true {
-            let counts = group.admission?.counts ?? (running: 0, waiting: 0)
-            most = max(most, counts.running)
-            if counts.running == 0, counts.waiting == 0, most > 0 { break }
+        func counts() -> (running: Int, waiting: Int) { group.admission?.counts ?? (running: 0, waiting: 0) }
+        let deadline = ContinuousClock.now + .seconds(60)
+        while counts().running + counts().waiting < 8, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
         }
-        try await running.value
-        #expect(most == 2)
+        try await Task.sleep(for: .milliseconds(200))  // time to admit one too many, if it would
+        let held = counts()
+        let releaser = HTTPSessionManager(baseURL: try await TestServers.fault(), configuration: .ephemeral)
+        let _: Data = try await releaser.GET("release/\(name)", serializer: DataResponseSerializer())
+        let bodies = try await running.value
+        #expect(held.running == 2 && held.waiting == 6, "\(held)")
+        #expect(bodies.count == 8 && bodies.allSatisfy { $0 == Data("{\"n\": 1}\n{\"n\": 2}\n".utf8) })
     }
 
     @Test func cookiesSetOnAnyEngineGoWithRequestsOnEveryEngine() async throws {
