@@ -59,7 +59,7 @@ public struct CourierClientTransport: ClientTransport {
     ) async throws -> (HTTPResponse, HTTPBody?) {
         let url = Self.url(of: request, relativeTo: baseURL)
         let upload = try await uploadBody(body, contentType: request.headerFields[.contentType])
-        let (response, received) = try await manager.exchange(
+        let (response, received) = try await manager.relay(
             request.method, url: url, fields: request.headerFields, body: upload, options: options)
         if request.method == .head { return (response, nil) }
         switch received {

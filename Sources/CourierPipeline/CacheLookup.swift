@@ -285,3 +285,21 @@ struct CacheLookup: Sendable {
         return answer
     }
 }
+
+extension RequestPipeline {
+    /// Revalidates a stale response that was just served under `stale-while-revalidate`
+    /// (RFC 5861 section 3): a conditional request of its own, whose answer updates or
+    /// replaces the stored response. Nobody waits for it; a failure leaves the entry as it was.
+    func revalidateInBackground(_ call: InFlightRequest, adapted: HTTPRequest) {
+        let revalidation = InFlightRequest(
+            call.prepared, hooks: call.hooks, reporters: nil, sink: nil, register: nil, observers: nil,
+            retryable: false, requestID: lastRequestID.add(1, ordering: .relaxed).newValue, started: nil)
+        Task {
+            guard case .send(let attempt) = try self.plan(revalidation, adapted: adapted, inBackground: true) else {
+                return
+            }
+            try await self.send(attempt)
+            _ = attempt.absorbed()
+        }
+    }
+}

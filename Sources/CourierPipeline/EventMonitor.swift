@@ -195,34 +195,16 @@ package final class EventMonitorGroup: Sendable {
         for consumer in consumers { await consumer.value }
     }
 
-    fileprivate func enqueueHead(_ requestID: UInt64, _ head: ResponseHeadParser, for request: HTTPRequest) {
+    /// Queues a response head the transport received (on its thread: recording it is all).
+    func enqueueHead(_ requestID: UInt64, _ head: ResponseHeadParser, for request: HTTPRequest) {
         enqueue(.head(requestID, Date(), ResponseHead(recorded: head), for: request))
     }
 
-    fileprivate func enqueueRedirect(
+    /// Queues a redirect the transport followed.
+    func enqueueRedirect(
         _ requestID: UInt64, from request: HTTPRequest, to next: HTTPRequest, _ head: ResponseHeadParser
     ) {
         enqueue(.redirect(requestID, Date(), from: request, to: next, ResponseHead(recorded: head)))
-    }
-}
-
-/// Tells a group what the transport sees (response heads, redirects), on the transport's
-/// thread: queueing the recorded head is all it does there.
-package final class MonitoringObserver: TransferObserver {
-    private let group: EventMonitorGroup
-    private let requestID: UInt64
-
-    package init(group: EventMonitorGroup, requestID: UInt64) {
-        self.group = group
-        self.requestID = requestID
-    }
-
-    package func transferReceivedHead(_ head: ResponseHeadParser, for request: HTTPRequest) {
-        group.enqueueHead(requestID, head, for: request)
-    }
-
-    package func transferRedirected(from request: HTTPRequest, to next: HTTPRequest, head: ResponseHeadParser) {
-        group.enqueueRedirect(requestID, from: request, to: next, head)
     }
 }
 

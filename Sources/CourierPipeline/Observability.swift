@@ -10,10 +10,11 @@ import Tracing
 /// `InstrumentationSystem` has), metrics through a factory (the session's, or
 /// `MetricsSystem`'s).
 ///
-/// `records()` decides per request whether there is anything to record at all. With nothing
+/// `observe(_:)` decides per request whether there is anything to record at all. With nothing
 /// bootstrapped and nothing configured, that is two task-local reads, two reader locks and two
-/// type checks, and the answer is no: the request takes the pipeline's fast path as if this
-/// type did not exist. The answer is not cached per session: a backend may be bootstrapped
+/// type checks, and the answer is nil: the request has no observers unless the session has
+/// monitors, as if this type did not exist. `records()` answers the same without starting
+/// anything. The answer is not cached per session: a backend may be bootstrapped
 /// after the session was made, and `withTracer(_:_:)` and `withMetricsFactory(_:_:)` bind one
 /// for a task.
 package final class SessionObservability: Sendable {

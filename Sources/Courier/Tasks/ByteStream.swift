@@ -153,7 +153,7 @@ final class StreamSink: ResponseSink, @unchecked Sendable {
         /// Its first MiB, for the error's message.
         case start
         /// All of it, up to `limit` bytes (a larger body fails with `responseTooLarge`): for
-        /// callers that hand such a response on as a response (`exchange`).
+        /// callers that hand such a response on as a response (`relay`).
         case whole(limit: Int64?)
     }
 

@@ -5,8 +5,8 @@ import Foundation
 import HTTPTypes
 
 extension HTTPSessionManager {
-    /// The body of a response from ``exchange(_:url:fields:body:options:)``.
-    package enum ExchangeBody: Sendable {
+    /// The body of a response from ``relay(_:url:fields:body:options:)``.
+    package enum RelayedBody: Sendable {
         /// A successful response's body, arriving (iterate it once).
         case stream(ByteStream)
         /// A body read whole: a response with a status outside 200..<300, or one whose request
@@ -28,10 +28,10 @@ extension HTTPSessionManager {
     /// it is returned with its whole body (up to the session's `maximumResponseSize`).
     /// Cancelling the calling task cancels the transfer; so does dropping the stream or
     /// cancelling the task that iterates it.
-    package nonisolated func exchange(
+    package nonisolated func relay(
         _ method: HTTPRequest.Method, url: String, fields: HTTPFields, body: UploadBody?,
         options: RequestOptions = RequestOptions()
-    ) async throws -> (HTTPResponse, ExchangeBody) {
+    ) async throws -> (HTTPResponse, RelayedBody) {
         var call = Call(method: method, path: url, options: options)
         call.fields = fields
         if let body {
@@ -54,7 +54,7 @@ extension HTTPSessionManager {
     /// `call` started with its body going to a stream; returns when the head of a successful
     /// response has arrived (libcurl's default buffers: generated clients mostly exchange small
     /// documents).
-    private nonisolated func startStream(_ call: Call) async throws -> (HTTPResponse, ExchangeBody) {
+    private nonisolated func startStream(_ call: Call) async throws -> (HTTPResponse, RelayedBody) {
         let sink = StreamSink()
         sink.wantsHead = true
         sink.errorBodyKept = .whole(limit: configuration.maximumResponseSize)

@@ -1,0 +1,77 @@
+@_spi(CourierInternals) import CourierCore
+import CourierTransport
+import HTTPTypes
+
+/// Everything that hears about one request: the session's event monitors, and the request's
+/// span and metrics when a tracer or a metrics factory records them (`Observability.swift`).
+///
+/// The pipeline makes one only when something listens (`RequestPipeline.observers(_:_:)`), so
+/// a request that nothing observes carries a nil and pays for none of this. Each step of the
+/// pipeline is one call here; the transport tells it the response heads and redirects it sees
+/// when there are monitors to tell.
+package final class RequestObservers: TransferObserver {
+    /// The number monitors' events carry (see `RequestContext.requestID`).
+    let requestID: UInt64
+    let monitors: EventMonitorGroup?
+    /// The request's span and metrics; nil when neither records.
+    let observation: RequestObservation?
+
+    init(requestID: UInt64, monitors: EventMonitorGroup?, observation: RequestObservation?) {
+        self.requestID = requestID
+        self.monitors = monitors
+        self.observation = observation
+    }
+
+    /// The transport's observer for the request's transfers: this, when monitors want the
+    /// heads and redirects; nil otherwise (a span alone needs neither).
+    var transferObserver: (any TransferObserver)? { monitors == nil ? nil : self }
+
+    func created(_ head: HTTPRequest) {
+        monitors?.emit(requestID, .created(head))
+    }
+
+    func adapted(_ head: HTTPRequest, attempt: Int) {
+        monitors?.emit(requestID, .adapted(head, attempt: attempt))
+    }
+
+    func attemptStarted(_ head: HTTPRequest, attempt: Int) {
+        monitors?.emit(requestID, .attemptStarted(head, attempt: attempt))
+    }
+
+    func waitingForConnectivity(_ head: HTTPRequest) {
+        monitors?.emit(requestID, .waitingForConnectivity(head))
+    }
+
+    func retryDecided(attempt: Int, error: any Error, decision: RetryDecision) {
+        monitors?.emit(requestID, .retryDecided(attempt: attempt, error: error, decision: decision))
+    }
+
+    /// The spans of one attempt, its context injected into `request`'s head; nil without a
+    /// tracer or metrics.
+    func attempt(for request: inout TransferRequest) -> AttemptObservation? {
+        observation?.attempt(for: &request)
+    }
+
+    /// The request succeeded with `raw`; returns once the loggers have written it.
+    @inline(never)
+    func finished(_ raw: RawResponse) async {
+        await monitors?.emitFinished(requestID, raw)
+        observation?.finished(raw)
+    }
+
+    /// The request failed with `error` after `attempts` attempts, or was cancelled (which
+    /// monitors do not hear as a failure); returns once the loggers have written it.
+    @inline(never)
+    func failed(_ request: HTTPRequest, _ error: any Error, attempts: Int, cancelled: Bool) async {
+        if let monitors, !cancelled { await monitors.emitFailed(requestID, request, error, attempts: attempts) }
+        observation?.failed(error, cancelled: cancelled)
+    }
+
+    package func transferReceivedHead(_ head: ResponseHeadParser, for request: HTTPRequest) {
+        monitors?.enqueueHead(requestID, head, for: request)
+    }
+
+    package func transferRedirected(from request: HTTPRequest, to next: HTTPRequest, head: ResponseHeadParser) {
+        monitors?.enqueueRedirect(requestID, from: request, to: next, head)
+    }
+}
