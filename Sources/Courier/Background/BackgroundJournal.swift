@@ -42,6 +42,24 @@ struct BackgroundRecord: Codable, Sendable, Equatable {
         self.url = url
         self.headers = headers
     }
+
+    /// The record of a download to `destination` (a file, or a directory for a name from the
+    /// response) through `partialFile`, continuing a partial file with `validator` if it had one.
+    static func download(
+        _ identifier: UUID, url: String, headers: [String: String], destination: HTTPSessionManager.DownloadDestination,
+        options: DownloadOptions, partialFile: URL, validator: String?
+    ) -> BackgroundRecord {
+        var record = BackgroundRecord(
+            identifier: identifier, kind: .download, method: "GET", url: url, headers: headers)
+        switch destination {
+        case .file(let url): record.destination = url.standardizedFileURL.path
+        case .directory(let url): record.destinationDirectory = url.standardizedFileURL.path
+        }
+        record.options = options.rawValue
+        record.partialFile = partialFile.path
+        record.validator = validator
+        return record
+    }
 }
 
 /// A background session's task journal: one JSON file per unfinished task in `tasks/` under

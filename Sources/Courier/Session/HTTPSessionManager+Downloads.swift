@@ -172,15 +172,9 @@ extension HTTPSessionManager {
                             .init(message: "A background session downloads with GET only, without a body"))
                     }
                     let url = try resume.map { $0.url.absoluteString } ?? self.urlString(of: finalCall)
-                    var record = BackgroundRecord(
-                        identifier: identifier, kind: .download, method: "GET", url: url, headers: originalHeaders)
-                    switch destination {
-                    case .file(let url): record.destination = url.standardizedFileURL.path
-                    case .directory(let url): record.destinationDirectory = url.standardizedFileURL.path
-                    }
-                    record.options = options.rawValue
-                    record.partialFile = temporary.path
-                    record.validator = resume?.validator
+                    let record = BackgroundRecord.download(
+                        identifier, url: url, headers: originalHeaders, destination: destination, options: options,
+                        partialFile: temporary, validator: resume?.validator)
                     try await background.begin(record) { control.cancel() }
                 }
                 let raw = try await self.performRaw(

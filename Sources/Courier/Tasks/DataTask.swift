@@ -69,14 +69,7 @@ public final class DataTask<Value: Sendable>: Sendable {
     /// The whole response, once it has arrived and been serialized. Throws `CourierError`, or
     /// `CancellationError` after ``cancel()``.
     public var response: DataResponse<Value> {
-        get async throws {
-            if ownedBySession { return try await task.value }
-            return try await withTaskCancellationHandler {
-                try await task.value
-            } onCancel: {
-                self.cancel()
-            }
-        }
+        get async throws { try await task.result(ownedBySession: ownedBySession, cancel: cancel) }
     }
 
     /// The serialized value of the response.

@@ -87,14 +87,7 @@ public final class DownloadTask: Sendable {
     /// The finished download. Throws `CourierError` (with `resumeData` when a partial file was
     /// kept) or `CancellationError`.
     public var response: DownloadResponse {
-        get async throws {
-            if ownedBySession { return try await task.value }
-            return try await withTaskCancellationHandler {
-                try await task.value
-            } onCancel: {
-                self.cancel()
-            }
-        }
+        get async throws { try await task.result(ownedBySession: ownedBySession, cancel: cancel) }
     }
 
     /// Where the downloaded file is.

@@ -71,15 +71,6 @@ extension ResumeData {
         return tag.allSatisfy { hexDigits.contains($0) }
     }
 
-    /// The partial file, opened for finishing: its descriptor (read-write, the sink's to close)
-    /// and the offset to resume from.
-    struct OpenedPartialFile: Sendable {
-        var file: URL
-        var descriptor: Int32
-        /// `bytesWritten`, bounded by the bytes the file really holds.
-        var offset: Int64
-    }
-
     /// Opens the partial file to finish a download to `destination`, after checking that it is
     /// one Courier made there: see ``partialFileProblem(_:directory:names:)``; then opened
     /// without following a symbolic link, and only if it is a regular file with no other

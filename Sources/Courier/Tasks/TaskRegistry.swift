@@ -176,3 +176,17 @@ struct TaskTracking: Sendable {
         }
     }
 }
+
+extension Task where Failure == any Error {
+    /// The work of a data or download task object, as its `response` awaits it: cancelling
+    /// the awaiting task calls `cancel` (the object's, which stops the transfer too), unless
+    /// the session owns the work (a background session's tasks outlive whoever waits).
+    func result(ownedBySession: Bool, cancel: @escaping @Sendable () -> Void) async throws -> Success {
+        if ownedBySession { return try await value }
+        return try await withTaskCancellationHandler {
+            try await value
+        } onCancel: {
+            cancel()
+        }
+    }
+}

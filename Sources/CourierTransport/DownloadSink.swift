@@ -1,10 +1,5 @@
 import CCourierSystem
 @_spi(CourierInternals) import CourierCore
-import CourierEngine
-import CourierPipeline
-import CourierSerialization
-import CourierStorage
-import CourierTransport
 import Foundation
 import HTTPTypes
 
@@ -20,9 +15,9 @@ import HTTPTypes
 /// `@unchecked Sendable`: the file descriptor and counters are touched only on the engine
 /// thread (between `begin` and `end`); `shared` (a `Locked`) holds what other threads read:
 /// the phase, the resume-data request and the waiters for the end.
-final class DownloadSink: ResponseSink, @unchecked Sendable {
+package final class DownloadSink: ResponseSink, @unchecked Sendable {
     /// What survives the transfer.
-    enum Result: Sendable {
+    package enum Result: Sendable {
         /// The whole body is in `file`; `suggestedName` comes from `Content-Disposition`.
         case complete(file: URL, bytes: Int64, suggestedName: String?)
         /// A partial file that a resumed download can finish; `total` is the whole resource's
@@ -48,7 +43,7 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
         var waiters: [CheckedContinuation<Result, Never>] = []
     }
 
-    let file: URL
+    package let file: URL
     /// The bytes of `file` this response continues; nil for a fresh download. Set again when
     /// the sink is readied for another attempt.
     private(set) var resumeOffset: Int64?
@@ -57,7 +52,7 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
     /// What the readied sink asked the next request to carry.
     private var readiedFields = HTTPFields()
     /// The bytes already on disk that this response continues (set by `begin` after a 206).
-    private(set) var progressOffset: Int64 = 0
+    package private(set) var progressOffset: Int64 = 0
     /// The partial file of a resumed download, opened (and checked) when the task was made;
     /// taken over by `begin`, closed by `end` or, if the transfer never began, on release.
     private var resumeDescriptor: Int32
@@ -85,7 +80,7 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
 
     /// `file` is a new temporary file; with `resuming`, the sink finishes that partial file
     /// instead (and owns its descriptor).
-    init(
+    package init(
         file: URL, resuming partial: ResumeData.OpenedPartialFile? = nil, validator: String? = nil,
         keepsPartialWhenInterrupted: Bool = false, validatorArrived: (@Sendable (String?) -> Void)? = nil
     ) {
@@ -99,7 +94,7 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
 
     // MARK: Engine side
 
-    func begin(_ head: ResponseHeadParser, expectedLength: Int64?) -> CourierError? {
+    package func begin(_ head: ResponseHeadParser, expectedLength: Int64?) -> CourierError? {
         let proceed = shared.withLock { shared -> Bool in
             guard case .idle = shared.phase else { return false }
             shared.phase = .writing
@@ -169,7 +164,7 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
         return nil
     }
 
-    func write(_ bytes: UnsafeRawBufferPointer) -> SinkWrite {
+    package func write(_ bytes: UnsafeRawBufferPointer) -> SinkWrite {
         if let errorBody {
             if errorBody.collected.count < 1 << 20 { _ = errorBody.write(bytes) }
             return .accepted
@@ -202,7 +197,7 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
         return .accepted
     }
 
-    func end(_ outcome: SinkOutcome) -> Data {
+    package func end(_ outcome: SinkOutcome) -> Data {
         if descriptor >= 0 {
             close(descriptor)
             descriptor = -1
@@ -238,7 +233,7 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
     /// A 206 that stopped before the end of its `Content-Range` (a connection closed cleanly
     /// part way, with no length to tell libcurl) is not a whole body: the transfer fails as a
     /// lost connection would, and the partial file is kept to continue.
-    func checkComplete() -> CourierError? {
+    package func checkComplete() -> CourierError? {
         guard errorBody == nil, let rangeEnd, written < rangeEnd || (total.map { written < $0 } ?? false) else {
             return nil
         }
@@ -252,7 +247,7 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
 
     /// Why a 206 with `range` cannot continue a partial file of `offset` bytes whose version
     /// is `validator`; nil when it can.
-    static func continuationProblem(
+    package static func continuationProblem(
         _ range: ContentRange?, _ head: ResponseHeadParser, offset: Int64, validator: String?
     ) -> CourierError? {
         guard let range, let start = range.start, let end = range.end, start == offset, end >= start,
@@ -285,13 +280,13 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
 
     // MARK: Between attempts
 
-    var takesAnotherAttempt: Bool { true }
+    package var takesAnotherAttempt: Bool { true }
 
     /// Readies the sink to continue what the last attempt left: the partial file from its
     /// end (with `Range` and `If-Range`), or a fresh start when nothing was kept. Nil when the
     /// body is complete, when bytes were kept but there is no validator to check that the
     /// rest belongs to them, or when the partial file cannot be opened again.
-    func prepareAnotherAttempt() async -> HTTPFields? {
+    package func prepareAnotherAttempt() async -> HTTPFields? {
         // Readied already, and no transfer took it (the attempt failed before its transfer):
         // the same again.
         if shared.withLock({ $0.readied }) { return readiedFields }
@@ -334,7 +329,7 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
         return fields
     }
 
-    func abandonAnotherAttempt(cancelled: Bool) {
+    package func abandonAnotherAttempt(cancelled: Bool) {
         let readied = shared.withLock { shared -> Bool in
             guard case .idle = shared.phase, shared.readied else { return false }
             shared.phase = .writing  // a late `begin` refuses
@@ -347,23 +342,23 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
 
     /// The URL of the request, query included, recorded when the transfer is made (for
     /// resume data).
-    var sourceURL: String? {
+    package var sourceURL: String? {
         get { shared.withLock { $0.sourceURL } }
         set { shared.withLock { $0.sourceURL = newValue } }
     }
 
     /// Asks that a cancellation keep the partial file.
-    func keepPartialOnCancel() {
+    package func keepPartialOnCancel() {
         shared.withLock { $0.wantsPartial = true }
     }
 
     /// Whether the caller asked for the partial file (resume data).
-    var callerWantsPartial: Bool { shared.withLock { $0.wantsPartial } }
+    package var callerWantsPartial: Bool { shared.withLock { $0.wantsPartial } }
 
     /// What the transfer left, once it has ended. Call it only after the transfer completed,
     /// failed or was cancelled: a sink that has not begun by then never will (a cancelled
     /// transfer that had no response yet), and ends at once with `.none`.
-    func result() async -> Result {
+    package func result() async -> Result {
         await withCheckedContinuation { continuation in
             let ready = shared.withLock { shared -> Result? in
                 switch shared.phase {
@@ -386,14 +381,14 @@ final class DownloadSink: ResponseSink, @unchecked Sendable {
 }
 
 /// `Content-Range: bytes 100-199/1000` (RFC 9110 section 14.4), and `bytes */1000`.
-struct ContentRange {
-    var start: Int64?
-    var end: Int64?
-    var total: Int64?
+package struct ContentRange {
+    package var start: Int64?
+    package var end: Int64?
+    package var total: Int64?
     /// The header's value as received.
-    var text: String
+    package var text: String
 
-    init?(_ value: String) {
+    package init?(_ value: String) {
         text = value
         let trimmed = value.trimmingCharacters(in: .whitespaces)
         guard trimmed.lowercased().hasPrefix("bytes ") else { return nil }
@@ -412,8 +407,8 @@ struct ContentRange {
 
 /// The file name a `Content-Disposition` header suggests (RFC 6266), made safe to use as one
 /// path component: no directories, no `..`, no control or format characters, no leading dot.
-enum ContentDisposition {
-    static func fileName(_ value: String) -> String? {
+package enum ContentDisposition {
+    package static func fileName(_ value: String) -> String? {
         var plain: String?
         var extended: String?
         for parameter in value.split(separator: ";").dropFirst() {
@@ -442,7 +437,7 @@ enum ContentDisposition {
     /// `invoiceexe.pdf`, zero-width joiners and the like) or line separators, without
     /// surrounding spaces or leading dots; nil when nothing usable is left. Scalar by scalar:
     /// a `/` followed by a combining mark is still a separator.
-    static func sanitized(_ name: String) -> String? {
+    package static func sanitized(_ name: String) -> String? {
         let scalars = Array(name.unicodeScalars)
         let start = (scalars.lastIndex { $0 == "/" || $0 == "\\" }).map { $0 + 1 } ?? 0
         var kept = String.UnicodeScalarView()
@@ -463,5 +458,22 @@ enum ContentDisposition {
         }
         guard !cleaned.isEmpty, cleaned.utf8.count <= 255 else { return nil }
         return String(cleaned)
+    }
+}
+
+extension ResumeData {
+    /// The partial file, opened for finishing: its descriptor (read-write, the sink's to close)
+    /// and the offset to resume from.
+    package struct OpenedPartialFile: Sendable {
+        package var file: URL
+        package var descriptor: Int32
+        /// `bytesWritten`, bounded by the bytes the file really holds.
+        package var offset: Int64
+
+        package init(file: URL, descriptor: Int32, offset: Int64) {
+            self.file = file
+            self.descriptor = descriptor
+            self.offset = offset
+        }
     }
 }
