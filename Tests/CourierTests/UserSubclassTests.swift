@@ -5,7 +5,8 @@ import HTTPTypes
 import Testing
 
 // How an app tests its own API client with `CourierTesting` alone: no server, no package
-// internals. Documentation/Usage.md ("Testing your API client") shows this code.
+// internals. The DocC articles APIClientSubclass and TestingWithCourierTesting (and so
+// Documentation/Usage.md, made from them) show this code.
 
 struct Forecast: Codable, Sendable, Equatable {
     var city: String
