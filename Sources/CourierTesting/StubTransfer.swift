@@ -7,16 +7,21 @@ import HTTPTypes
 /// One request on a ``StubTransport``: a Swift task that reads the body, asks the stub, follows
 /// redirects, and feeds the response to the sink as the engine does.
 ///
+/// Its lifecycle is the engine's: the same `TransferStateMachine` decides what `start`,
+/// `cancel`, `suspend`, `resume` and the completion do, whichever of them comes first. The
+/// task plays the engine's part: it asks the machine before it runs (`engineWillAdd`: a
+/// transfer suspended or cancelled meanwhile is parked or skipped), and a running transfer
+/// that is suspended waits at the next head or chunk until it is resumed.
+///
 /// `@unchecked Sendable`: `state` guards the lifecycle; `sink` and `reporters` are used by the
 /// one task that runs the transfer, one call at a time.
 final class StubTransfer: TransportTransfer, @unchecked Sendable {
     private struct State {
-        var started = false
-        /// The task that runs the exchange was made (once).
-        var launched = false
-        var suspended = false
-        var cancelled = false
+        var machine = TransferStateMachine()
+        /// The task of the latest `enqueue` (an earlier one was parked and has returned).
         var task: Task<Void, Never>?
+        /// Counts `enqueue`s, so that an earlier one does not keep its task over a later one's.
+        var enqueued = 0
         var result: Result<TransferOutput, any Error>?
         var waiters: [CheckedContinuation<TransferOutput, any Error>] = []
         /// The request of the current hop, once a redirect was followed.
@@ -25,6 +30,16 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
         var gate: [CheckedContinuation<Void, Never>] = []
         var receivePaused = false
         var onFinish: (@Sendable () -> Void)?
+
+        /// Whether the exchange must wait: suspended while running, or the sink paused.
+        var isHeld: Bool { machine.isSuspendedWhileRunning || receivePaused }
+
+        /// The continuations waiting at the gate, when it is open now (emptied).
+        mutating func takeGateIfOpen() -> [CheckedContinuation<Void, Never>] {
+            guard !isHeld else { return [] }
+            defer { gate = [] }
+            return gate
+        }
     }
 
     let request: TransferRequest
@@ -51,22 +66,26 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
     // MARK: Control
 
     func start() {
-        let launch = state.withLock { state -> Bool in
-            guard !state.started, !state.cancelled else { return false }
-            state.started = true
-            guard !state.suspended else { return false }
-            state.launched = true
-            return true
-        }
-        if launch { launchTask() }
+        let action = state.withLock { $0.machine.start() }
+        if action == .enqueue { enqueue() }
     }
 
-    /// Runs the exchange on a task of its own; called once, after `launched` was set.
-    private func launchTask() {
-        let task = Task { await self.run() }
+    /// Hands the transfer to a task that plays the engine: it asks the machine whether it may
+    /// still run, as the engine does when it takes a transfer from its inbox.
+    private func enqueue() {
+        let number = state.withLock { state in
+            state.enqueued += 1
+            return state.enqueued
+        }
+        let task = Task {
+            let action = self.state.withLock { $0.machine.engineWillAdd() }
+            // `.park`: suspended meanwhile, `resume()` enqueues it again; `.skip`: cancelled.
+            guard action == .add else { return }
+            await self.run()
+        }
         let kept = state.withLock { state -> Bool in
             guard state.result == nil else { return false }
-            state.task = task
+            if state.enqueued == number { state.task = task }
             return true
         }
         if !kept { task.cancel() }  // cancelled meanwhile
@@ -78,8 +97,9 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
             gate: [CheckedContinuation<Void, Never>], finished: (@Sendable () -> Void)?
         )
         let taken = state.withLock { state -> Taken? in
-            guard state.result == nil, !state.cancelled else { return nil }
-            state.cancelled = true
+            // `.finish` or `.finishAndRemove`: either way the caller gets `CancellationError`
+            // now, and the task (the engine's part) is stopped.
+            guard state.machine.cancel() != .none else { return nil }
             state.result = .failure(CancellationError())
             defer {
                 state.waiters = []
@@ -98,19 +118,17 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
     }
 
     func suspend() {
-        state.withLock { $0.suspended = true }
+        // `.pause` needs nothing more: the running exchange waits at its next step.
+        _ = state.withLock { $0.machine.suspend() }
     }
 
     func resume() {
-        let (launch, gate) = state.withLock { state in
-            state.suspended = false
-            let launch = state.started && !state.launched && state.result == nil
-            if launch { state.launched = true }
-            defer { if !state.receivePaused { state.gate = [] } }
-            return (launch, state.receivePaused ? [] : state.gate)
+        let (action, gate) = state.withLock { state in
+            let action = state.machine.resume()
+            return (action, state.takeGateIfOpen())
         }
         for continuation in gate { continuation.resume() }
-        if launch { launchTask() }
+        if action == .enqueue { enqueue() }
     }
 
     func setMaximumBytesPerSecond(_ rate: Int64?) {}
@@ -118,13 +136,12 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
     func resumeReceiving() {
         let gate = state.withLock { state in
             state.receivePaused = false
-            defer { if !state.suspended { state.gate = [] } }
-            return state.suspended ? [] : state.gate
+            return state.takeGateIfOpen()
         }
         for continuation in gate { continuation.resume() }
     }
 
-    var isFinished: Bool { state.withLock { $0.result != nil } }
+    var isFinished: Bool { state.withLock { $0.machine.isFinished } }
 
     func value(cancelsWithCaller: Bool) async throws -> TransferOutput {
         if cancelsWithCaller {
@@ -152,7 +169,7 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
     private func passGate() async {
         await withCheckedContinuation { continuation in
             let open = state.withLock { state -> Bool in
-                guard state.suspended || state.receivePaused, !state.cancelled else { return true }
+                guard state.isHeld, !state.machine.isFinished else { return true }
                 state.gate.append(continuation)
                 return false
             }
@@ -163,7 +180,8 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
     private func complete(_ result: Result<TransferOutput, any Error>) {
         let taken = state.withLock {
             state -> (waiters: [CheckedContinuation<TransferOutput, any Error>], finished: (@Sendable () -> Void)?)? in
-            guard state.result == nil else { return nil }
+            // `.discard`: the caller cancelled first and has its `CancellationError`.
+            guard state.machine.complete() == .deliver else { return nil }
             state.result = result
             defer {
                 state.waiters = []
@@ -213,10 +231,16 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
             // The engine has libcurl authenticate with a credential for the hop's origin; the
             // stub sends it as Basic (it does not run Digest or NTLM exchanges).
             if sent.headerFields[.authorization] == nil, let credential = current.credentials.credential(for: url) {
-                let token = Data("\(credential.user):\(credential.password)".utf8).base64EncodedString()
-                sent.headerFields[.authorization] = "Basic \(token)"
+                sent.headerFields[.authorization] = Self.basic(credential)
             }
-            let recorded = RecordedRequest(request: sent, url: url, body: body)
+            // The proxy's credential, which the pipeline gives only when a proxy is configured,
+            // as if the stub were the proxy too.
+            if sent.headerFields[.proxyAuthorization] == nil, let credential = current.proxyCredential {
+                sent.headerFields[.proxyAuthorization] = Self.basic(credential)
+            }
+            let recorded = RecordedRequest(
+                request: sent, url: url, body: body, requestTimeout: current.options.idleTimeout,
+                resourceTimeout: current.options.totalTimeout)
             var response: StubResponse
             do {
                 response = try await stub.response(for: recorded)
@@ -315,6 +339,11 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
         var metrics = TransferMetrics(figuresOf: last, after: hops[...], redirectCount: hops.count)
         metrics.totalDuration = ContinuousClock.now - started
         return TransferOutput(request: request.head, head: head, body: sink.end(.completed), metrics: metrics)
+    }
+
+    /// `credential` as a Basic `Authorization` (or `Proxy-Authorization`) value.
+    private static func basic(_ credential: Credential) -> String {
+        "Basic " + Data("\(credential.user):\(credential.password)".utf8).base64EncodedString()
     }
 
     /// Reads the request body as the engine would send it, with upload progress.

@@ -12,8 +12,10 @@ import HTTPTypes
 /// Everything above the transport runs as with the libcurl engine: request and response
 /// serializers, validation, interceptors, `adapt(_:)` and `process(_:)`, redirects (followed
 /// by the same rules), the HTTP cache, authentication challenges, downloads, byte streams,
-/// progress and task control. Credentials are sent as Basic authentication to their origin.
-/// Cookies are the engine's part: a session on a stub keeps none.
+/// progress and task control. Credentials are sent as Basic authentication to their origin
+/// (a proxy's, when the session has a proxy, in `Proxy-Authorization`). Cookies and timeouts
+/// are the engine's part: a session on a stub keeps no cookies, and a request records the
+/// timeouts it would have (``RecordedRequest/requestTimeout``) but never times out.
 ///
 /// ```swift
 /// let stub = StubTransport()
@@ -208,6 +210,14 @@ public struct RecordedRequest: Sendable {
     /// The body as it would go on the wire (gzip-compressed if the request asked for it); nil
     /// when the request has none.
     public var body: Data?
+    /// The request timeout the engine would apply: no bytes for this long fails the request
+    /// with `CourierError.timedOut` (the configuration's `requestTimeout`, or the request's own
+    /// from `RequestOptions`). The stub itself does not time out.
+    public var requestTimeout: Duration = .seconds(60)
+    /// The resource timeout the engine would apply: the longest the whole transfer may take,
+    /// redirects included (the configuration's `resourceTimeout`, or the request's own); nil
+    /// for no limit.
+    public var resourceTimeout: Duration?
 
     /// The URL's path, without the query.
     public var path: String { url.path(percentEncoded: true).isEmpty ? "/" : url.path(percentEncoded: true) }

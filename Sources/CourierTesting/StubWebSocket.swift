@@ -102,7 +102,9 @@ final class StubWebSocketChannel: WebSocketChannel {
         guard let httpURL = request.url, let url = WebSocketHandshake.webSocketURL(forHTTP: httpURL) else {
             throw CourierError.invalidURL(.init(message: "'\(request.urlString)' is not a valid URL"))
         }
-        let recorded = RecordedRequest(request: request.head, url: httpURL, body: nil)
+        let recorded = RecordedRequest(
+            request: request.head, url: httpURL, body: nil, requestTimeout: request.options.idleTimeout,
+            resourceTimeout: request.options.totalTimeout)
         guard let route = stub.webSocketRoute(for: recorded) else {
             throw CourierError.webSocketHandshakeFailed(
                 .init(
