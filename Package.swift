@@ -145,6 +145,37 @@ let package = Package(
             ],
             path: "Tests/Support/CourierTestHelper"
         ),
+        // Tests of one layer each, without servers: they start no process and finish in
+        // seconds (`swift test --filter 'CourierStorageTests|CourierTransportTests|CourierPipelineTests'`).
+        //
+        // Storage: HTTP dates, Cache-Control, cookies and authentication challenges as parsed.
+        .testTarget(
+            name: "CourierStorageTests",
+            dependencies: [
+                "CourierStorage", "CourierCore", .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        // The seam: redirects (RedirectPolicy), the response head parser every transport feeds,
+        // the transfer state machine every transport runs.
+        .testTarget(
+            name: "CourierTransportTests",
+            dependencies: [
+                "CourierTransport", "CourierStorage", "CourierCore",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        // The pipeline through the public API on CourierTesting's stub transport: retries, the
+        // HTTP cache, authentication challenges, request options, interceptors, event monitors;
+        // and the cache lookup and URL resolution directly.
+        .testTarget(
+            name: "CourierPipelineTests",
+            dependencies: [
+                "Courier", "CourierTesting", "CourierPipeline", "CourierTransport", "CourierStorage", "CourierCore",
+                "CourierSerialization", .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        // Everything end to end, most of it against real servers on loopback (httpbin, nginx,
+        // the fault server; Tests/Support) that the tests start.
         .testTarget(
             name: "CourierTests",
             dependencies: [

@@ -1,13 +1,6 @@
+import CourierStorage
 import Foundation
 import Testing
-
-@testable import Courier
-@_spi(CourierInternals) @testable import CourierCore
-@testable import CourierEngine
-@testable import CourierPipeline
-@testable import CourierSerialization
-@testable import CourierStorage
-@testable import CourierTransport
 
 /// The three HTTP date forms (RFC 9110 section 5.6.7) and the looser ones cookies use, against
 /// known instants; anything that is not a date is nil (an `Expires` of nil means "already

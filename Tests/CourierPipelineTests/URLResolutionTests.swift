@@ -1,13 +1,9 @@
+import Courier
+@_spi(CourierInternals) import CourierCore
 import Foundation
 import Testing
 
-@testable import Courier
-@_spi(CourierInternals) @testable import CourierCore
-@testable import CourierEngine
 @testable import CourierPipeline
-@testable import CourierSerialization
-@testable import CourierStorage
-@testable import CourierTransport
 
 /// AFHTTPSessionManager's reference table of relative paths, with Foundation's answer for
 /// `foo/` (the trailing slash stays).

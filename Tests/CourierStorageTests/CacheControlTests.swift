@@ -1,12 +1,5 @@
+import CourierStorage
 import Testing
-
-@testable import Courier
-@_spi(CourierInternals) @testable import CourierCore
-@testable import CourierEngine
-@testable import CourierPipeline
-@testable import CourierSerialization
-@testable import CourierStorage
-@testable import CourierTransport
 
 /// `Cache-Control` parsing (RFC 9111 section 5.2): every response of a session with a cache
 /// goes through it, so it reads bytes; these pin down what it must still understand.

@@ -1,12 +1,5 @@
+import CourierTransport
 import Testing
-
-@testable import Courier
-@_spi(CourierInternals) @testable import CourierCore
-@testable import CourierEngine
-@testable import CourierPipeline
-@testable import CourierSerialization
-@testable import CourierStorage
-@testable import CourierTransport
 
 /// The task lifecycle, event by event, including the races the engine and the caller run.
 @Suite struct TransferStateMachineTests {

@@ -1,12 +1,5 @@
+@_spi(CourierInternals) import CourierCore
 import Testing
-
-@testable import Courier
-@_spi(CourierInternals) @testable import CourierCore
-@testable import CourierEngine
-@testable import CourierPipeline
-@testable import CourierSerialization
-@testable import CourierStorage
-@testable import CourierTransport
 
 /// The parser's reading of `Content-Length`, without a server.
 @Suite struct ResponseHeadParserLengthTests {
