@@ -40,3 +40,48 @@ struct CacheControlTests {
         #expect(CacheControl([",,, ,"]).noStore == false)
     }
 }
+
+extension CacheControlTests {
+    @Test func theStaleExtensionsAndRequestDirectivesTakeTheirSeconds() {
+        let control = CacheControl(["stale-while-revalidate=30, stale-if-error=\"600\"", "min-fresh=5, max-stale=10"])
+        #expect(control.staleWhileRevalidate == 30)
+        #expect(control.staleIfError == 600)
+        #expect(control.minFresh == 5)
+        #expect(control.maxStale == 10)
+        #expect(CacheControl(["max-stale"]).maxStale == .infinity)  // any staleness
+        #expect(CacheControl(["max-age=5"]).maxStale == nil)
+    }
+
+    @Test func fieldNamesOfNoCacheAndPrivateAreOmittedNotTheWholeResponse() {
+        let control = CacheControl([#"no-cache="Set-Cookie, X-Secret", private=X-Other"#])
+        #expect(!control.noCache)
+        #expect(control.omittedFields == ["set-cookie", "x-secret", "x-other"])
+        // A comma inside quotes does not end the directive.
+        let quoted = CacheControl([#"no-cache="a, max-age=5", max-age=60"#])
+        #expect(quoted.maxAge == 60)
+        #expect(CacheControl(["private"]).omittedFields.isEmpty)
+    }
+
+    @Test func theFirstMaxAgeWins() {
+        #expect(CacheControl(["max-age=5", "max-age=600"]).maxAge == 5)
+        #expect(CacheControl(["max-age=600, max-age=5"]).maxAge == 600)
+    }
+
+    @Test func mustUnderstandIsNoted() {
+        let control = CacheControl(["no-store, must-understand"])
+        #expect(control.noStore)
+        #expect(control.mustUnderstand)
+    }
+
+    /// `Age` (RFC 9111 section 5.1): delta-seconds of the first value, anything else ignored.
+    @Test func theAgeFieldIsReadAsDeltaSeconds() {
+        #expect(CachedResponse.ageValue(["30"]) == 30)
+        #expect(CachedResponse.ageValue([" 30 , 40"]) == 30)
+        #expect(CachedResponse.ageValue(["30;ext", "99"]) == 30)
+        #expect(CachedResponse.ageValue([]) == 0)
+        for value in ["abc", "-7200", "7200.0", ""] {
+            #expect(CachedResponse.ageValue([value]) == 0, "\(value)")
+        }
+        #expect(CachedResponse.ageValue(["99999999999999999999"]) == 2_147_483_648)
+    }
+}

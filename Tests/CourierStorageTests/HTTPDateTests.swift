@@ -30,3 +30,35 @@ import Testing
         #expect(HTTPDate.parse(text) == nil)
     }
 }
+
+/// The strict reading a cache gives `Expires`: exactly one of the three forms, or nothing.
+@Suite struct StrictHTTPDateTests {
+    static let now = Date(timeIntervalSince1970: 1_700_000_000)  // November 2023
+
+    @Test(arguments: [
+        ("Sun, 06 Nov 1994 08:49:37 GMT", 784_111_777.0),
+        ("sun, 06 nov 1994 08:49:37 gmt", 784_111_777),
+        ("Sun Nov  6 08:49:37 1994", 784_111_777),
+        ("Wed Nov 16 08:49:37 1994", 784_975_777),
+        ("Sunday, 06-Nov-94 08:49:37 GMT", 784_111_777),
+    ])
+    func readsExactlyTheThreeForms(text: String, seconds: Double) {
+        #expect(HTTPDate.parseStrict(text, now: Self.now) == Date(timeIntervalSince1970: seconds))
+    }
+
+    @Test(arguments: [
+        "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 UTC", " Sun, 06 Nov 1994 08:49:37 GMT",
+        "Sun, 06-Nov-1994 08:49:37 GMT", "Sunday, 06 Nov 1994 08:49:37 GMT", "0", "", "Sun, 06 Nov 1994 25:00:00 GMT",
+    ])
+    func refusesEverythingElse(text: String) {
+        #expect(HTTPDate.parseStrict(text, now: Self.now) == nil)
+    }
+
+    /// A two-digit year is the one at most 50 years ahead of now.
+    @Test func aTwoDigitYearIsWithinFiftyYearsAhead() {
+        let soon = HTTPDate.parseStrict("Wednesday, 01-Jan-70 00:00:00 GMT", now: Self.now)
+        #expect(soon == Date(timeIntervalSince1970: 3_155_760_000))  // 2070
+        let past = HTTPDate.parseStrict("Monday, 01-Jan-90 00:00:00 GMT", now: Self.now)
+        #expect(past == Date(timeIntervalSince1970: 631_152_000))  // 1990
+    }
+}
