@@ -214,4 +214,22 @@ extension StubTransportTests {
         try await Task.sleep(for: .milliseconds(50))
         #expect(stub.requests.count == 1)
     }
+
+    /// The stub runs a transfer's lifecycle by the engine's state machine: one cancelled while
+    /// suspended before it ran finishes cancelled and never reaches the stub.
+    @Test func aTaskCancelledWhileSuspendedSendsNothing() async throws {
+        let stub = StubTransport()
+        stub.stub(.get, "held", with: .json("{}"))
+        let api = manager(stub)
+        let task = api.dataTask(.get, "held", serializer: DataResponseSerializer())
+        task.suspend()
+        task.cancel()
+        let error = await capturedError { _ = try await task.value }
+        #expect(error is CancellationError)
+        task.resume()  // after the end: nothing starts
+        #expect(stub.requests.isEmpty)
+        // The session's next request runs as usual.
+        #expect(try await api.GET("held", serializer: DataResponseSerializer()) == Data("{}".utf8))
+        #expect(stub.requests.count == 1)
+    }
 }
