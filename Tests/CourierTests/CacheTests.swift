@@ -4,6 +4,9 @@ import Testing
 
 /// The HTTP cache (RFC 9111) against httpbin: `/cache/{n}` answers with `max-age=n`,
 /// `/etag/{etag}` and `/cache` with validators and 304s, `/response-headers` with any headers.
+/// End to end, and what only a real server or the disk shows (nginx's static files, a stopped
+/// server, entries on disk); the cache's rules in detail (no-store, no-cache, Vary, the
+/// policies) are tested on the stub: CourierPipelineTests' `HTTPCacheBehaviourTests`.
 @Suite struct CacheTests {
     private func manager(
         _ base: URL, directory: URL? = nil, _ configure: (inout HTTPSessionConfiguration) -> Void = { _ in }
@@ -101,20 +104,6 @@ import Testing
         #expect(fromDisk.response.headerFields[.date] == revalidated.response.headerFields[.date])
     }
 
-    @Test func noStoreIsNeitherStoredNorAnswered() async throws {
-        let api = manager(try await TestServers.httpbin())
-        for _ in 0..<2 {
-            let response = try await api.request(
-                .get, "response-headers", parameters: ["Cache-Control": "no-store, max-age=60"],
-                serializer: DataResponseSerializer())
-            #expect(response.source == .network)
-        }
-        #expect(api.cache?.count == 0)
-        // A cacheable answer next to it is stored, so the count above means something.
-        _ = try await api.request(.get, "cache/60", serializer: DataResponseSerializer())
-        #expect(api.cache?.count == 1)
-    }
-
     @Test func aNotModifiedThatSaysNoStoreRemovesTheEntry() async throws {
         let api = manager(try await TestServers.fault())
         let path = "revalidate?etag=\(UUID().uuidString)&cache-control=no-store"
@@ -132,34 +121,6 @@ import Testing
         #expect(third.value["conditional"] == false)
     }
 
-    @Test func noCacheIsStoredButAlwaysRevalidated() async throws {
-        let api = manager(try await TestServers.httpbin())
-        let parameters: JSON = ["Cache-Control": "no-cache", "ETag": "\"nc\""]
-        let first = try await api.request(
-            .get, "response-headers", parameters: parameters, serializer: DataResponseSerializer())
-        #expect(first.source == .network)
-        #expect(api.cache?.count == 1)
-        // /response-headers ignores If-None-Match: the answer is a new 200 from the network.
-        let second = try await api.request(
-            .get, "response-headers", parameters: parameters, serializer: DataResponseSerializer())
-        #expect(second.source == .network)
-    }
-
-    @Test func varyKeepsResponsesApartByRequestHeader() async throws {
-        let api = manager(try await TestServers.httpbin())
-        let parameters: JSON = ["Cache-Control": "max-age=60", "Vary": "X-Flavour"]
-        func fetch(_ flavour: String) async throws -> ResponseSource {
-            try await api.request(
-                .get, "response-headers", parameters: parameters, headers: ["X-Flavour": flavour],
-                serializer: DataResponseSerializer()
-            ).source
-        }
-        #expect(try await fetch("oat") == .network)
-        #expect(try await fetch("oat") == .cache)
-        #expect(try await fetch("rye") == .network)
-        #expect(try await fetch("rye") == .cache)
-    }
-
     @Test func theFallbackPolicyAnswersFromTheCacheWhenTheServerIsGone() async throws {
         let server = try await TestServers.dedicatedHttpbin()
         let api = manager(server.url) { $0.cachePolicy = .returnCacheDataOnError }
@@ -175,42 +136,6 @@ import Testing
                 serializer: DataResponseSerializer())
         }
         #expect(isCourierError(error) { if case .cannotConnect = $0 { true } else { false } })
-    }
-
-    @Test func thePoliciesThatNeverOrAlwaysLoad() async throws {
-        let api = manager(try await TestServers.httpbin())
-        let error = await capturedError {
-            _ = try await api.request(
-                .get, "etag/p", options: .init(cachePolicy: .returnCacheDataDontLoad),
-                serializer: DataResponseSerializer())
-        }
-        #expect(isCourierError(error) { if case .notCached = $0 { true } else { false } })
-        _ = try await api.request(.get, "etag/p", serializer: DataResponseSerializer())
-        // Stale, yet returned as it is: no revalidation.
-        let stale = try await api.request(
-            .get, "etag/p", options: .init(cachePolicy: .returnCacheDataElseLoad), serializer: DataResponseSerializer())
-        #expect(stale.source == .cache)
-        let fresh = try await api.request(.get, "cache/60", serializer: DataResponseSerializer())
-        #expect(fresh.source == .network)
-        let reloaded = try await api.request(
-            .get, "cache/60", options: .init(cachePolicy: .reloadIgnoringCacheData),
-            serializer: DataResponseSerializer())
-        #expect(reloaded.source == .network)
-    }
-
-    @Test func aPerRequestLifetimeKeepsAnUncacheableLookingResponse() async throws {
-        let api = manager(try await TestServers.httpbin())
-        let first = try await api.request(
-            .get, "uuid", options: .init(cacheLifetime: .seconds(60)), serializer: JSONResponseSerializer())
-        let second = try await api.request(.get, "uuid", serializer: JSONResponseSerializer())
-        #expect(second.source == .cache)
-        #expect(second.value == first.value)
-        // Without the override /uuid (no cache headers) is not stored at all.
-        let other = manager(try await TestServers.httpbin())
-        _ = try await other.request(.get, "uuid", serializer: JSONResponseSerializer())
-        let again = try await other.request(.get, "uuid", serializer: JSONResponseSerializer())
-        #expect(again.source == .network)
-        #expect(again.value != first.value)
     }
 
     @Test func aDefaultSessionKeepsItsCacheOnDisk() async throws {
@@ -290,12 +215,5 @@ import Testing
         #expect((api.cache?.totalSize ?? .max) <= capacity)
         #expect(try await fetch("cache/601") == .cache)
         #expect(try await fetch("cache/602") == .network)
-    }
-
-    @Test func onlyGETIsStored() async throws {
-        let api = manager(try await TestServers.httpbin())
-        _ = try await api.request(
-            .post, "response-headers?Cache-Control=max-age%3D60", serializer: DataResponseSerializer())
-        #expect(api.cache?.count == 0)
     }
 }

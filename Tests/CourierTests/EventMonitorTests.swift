@@ -1,5 +1,4 @@
 @_spi(CourierInternals) import CourierCore
-import CourierTesting
 import Foundation
 import HTTPTypes
 import Logging
@@ -8,7 +7,8 @@ import Testing
 @testable import Courier
 
 /// Event monitors, the logging monitor and curl descriptions, against httpbin and the fault
-/// server (and the stub for the order of a retried request's events).
+/// server. The order of a request's events in each case (retried, cached, revalidated,
+/// challenged) is tested on the stub: CourierPipelineTests' `EventOrderTests`.
 @Suite struct EventMonitorTests {
     /// Keeps every event it is given.
     final class Recorder: EventMonitor {
@@ -55,32 +55,6 @@ import Testing
         } else {
             Issue.record("expected a finished event, got \(events[6].kind)")
         }
-    }
-
-    @Test func aFailureAndItsRetryDecisionAreEvents() async throws {
-        let recorder = Recorder()
-        let stub = StubTransport()
-        stub.stub(.get, "/flaky", with: .failure(.connectionLost), .failure(.connectionLost))
-        var configuration = HTTPSessionConfiguration.ephemeral
-        configuration.transport = stub.transport
-        configuration.eventMonitors = [recorder]
-        configuration.interceptors = [
-            Interceptor(retry: { _, _, context in context.attempt < 2 ? .retryAfter(.milliseconds(1)) : .doNotRetry })
-        ]
-        let api = HTTPSessionManager(baseURL: URL(string: "https://api.example.com/"), configuration: configuration)
-        _ = await capturedError { let _: JSON = try await api.GET("flaky") }
-        let names = await recorder.names(waitingFor: 8)
-        #expect(
-            names == [
-                "created", "adapted", "attemptStarted", "retryDecided", "adapted", "attemptStarted", "retryDecided",
-                "failed",
-            ])
-        let decisions = recorder.events.withLock { events in
-            events.compactMap { event -> RetryDecision? in
-                if case .retryDecided(_, _, let decision) = event.kind { decision } else { nil }
-            }
-        }
-        #expect(decisions == [.retryAfter(.milliseconds(1)), .doNotRetry])
     }
 
     @Test func severalMonitorsEachGetEveryEvent() async throws {

@@ -1,13 +1,13 @@
 import Courier
 @_spi(CourierInternals) import CourierCore
-import CourierTesting
 import Foundation
 import HTTPTypes
 import Testing
 
-/// Interceptors: the order of the chain, per request over per session, the subclass hooks'
-/// place in it, and retry decisions. Against httpbin and the fault server; the chain-order
-/// details on the stub transport too.
+/// Interceptors end to end, against httpbin and the fault server: the chain as the server
+/// receives it, and a retry after a connection the server cut. The chain's rules in detail
+/// (adapt order, which interceptor decides a retry, contexts) are tested on the stub:
+/// CourierPipelineTests' `InterceptorOrderTests`.
 @Suite struct InterceptorTests {
     /// Appends `name` to the `X-Chain` header and records each retry question.
     struct Tagger: RequestInterceptor {
@@ -93,95 +93,5 @@ import Testing
         #expect(isCourierError(error) { if case .connectionLost = $0 { true } else { false } })
         let stats: JSON = try await api.GET("stats/\(name)")
         #expect(stats["requests"].intValue == 1)
-    }
-
-    @Test func theRequestsInterceptorsAreAskedAboutARetryBeforeTheSessions() async throws {
-        let asked = Locked<[String]>([])
-        let stub = StubTransport()
-        stub.stub(.get, "/flaky", with: .failure(.timedOut), .json("{}"))
-        var configuration = HTTPSessionConfiguration.ephemeral
-        configuration.transport = stub.transport
-        configuration.interceptors = [Tagger(name: "session", retries: .retry, asked: asked)]
-        let api = HTTPSessionManager(baseURL: URL(string: "https://api.example.com/"), configuration: configuration)
-        let requestLevel = Tagger(name: "request", retries: .doNotRetry, asked: asked)
-        _ = try await api.request(
-            .get, "flaky", options: RequestOptions(interceptors: [requestLevel]), serializer: JSONResponseSerializer())
-        #expect(asked.withLock { $0 } == ["request#1", "session#1"])
-        // Both attempts went out, each adapted afresh (the chain does not grow).
-        #expect(stub.requests.map { $0.request.headerFields[Tagger.chain] } == ["session,request", "session,request"])
-    }
-
-    @Test func theFirstInterceptorThatRetriesDecides() async throws {
-        let asked = Locked<[String]>([])
-        let stub = StubTransport()
-        stub.stub(.get, "/flaky", with: .status(.serviceUnavailable), .json("{}"))
-        var configuration = HTTPSessionConfiguration.ephemeral
-        configuration.transport = stub.transport
-        configuration.interceptors = [
-            Tagger(name: "first", retries: .retryAfter(.milliseconds(1)), asked: asked),
-            Tagger(name: "second", retries: .retry, asked: asked),
-        ]
-        let api = HTTPSessionManager(baseURL: URL(string: "https://api.example.com/"), configuration: configuration)
-        // The 503 fails validation in the serializer: that failure is retried too.
-        let value: JSON = try await api.GET("flaky")
-        #expect(value == [:])
-        #expect(asked.withLock { $0 } == ["first#1"])
-        #expect(stub.requests.count == 2)
-    }
-
-    @Test func aStreamBodyIsNeverRetried() async throws {
-        let asked = Locked<[String]>([])
-        let stub = StubTransport()
-        stub.stub(.post, "/upload", with: .failure(.connectionLost), .json("{}"))
-        var configuration = HTTPSessionConfiguration.ephemeral
-        configuration.transport = stub.transport
-        configuration.interceptors = [Tagger(name: "session", retries: .retry, asked: asked)]
-        let api = HTTPSessionManager(baseURL: URL(string: "https://api.example.com/"), configuration: configuration)
-        let chunks = [Data("abc".utf8)].async
-        let error = await capturedError {
-            _ = try await api.uploadTask(.post, "upload", body: .stream(chunks), serializer: DataResponseSerializer())
-                .value
-        }
-        #expect(isCourierError(error) { if case .connectionLost = $0 { true } else { false } })
-        #expect(asked.withLock { $0 }.isEmpty)
-        #expect(stub.requests.count == 1)
-    }
-
-    @Test func anAdapterThatThrowsFailsTheRequestBeforeAnythingIsSent() async throws {
-        struct Refusal: Error {}
-        let stub = StubTransport()
-        stub.stub(.get, "/x", with: .json("{}"))
-        var configuration = HTTPSessionConfiguration.ephemeral
-        configuration.transport = stub.transport
-        configuration.interceptors = [Interceptor(adapt: { _, _ in throw Refusal() })]
-        let api = HTTPSessionManager(baseURL: URL(string: "https://api.example.com/"), configuration: configuration)
-        let error = await capturedError { let _: JSON = try await api.GET("x") }
-        #expect(error is Refusal)
-        #expect(stub.requests.isEmpty)
-    }
-}
-
-extension InterceptorTests {
-    @Test func progressGoesOnAcrossARetryAndEndsOnce() async throws {
-        let stub = StubTransport()
-        let body = Data(repeating: 7, count: 4000)
-        stub.stub(
-            .get, "/file",
-            with: StubResponse(chunks: [body.prefix(1000)], failure: .connectionLost),
-            StubResponse(chunks: [body.prefix(2000), body.dropFirst(2000)], chunkDelay: .milliseconds(20)))
-        var configuration = HTTPSessionConfiguration.ephemeral
-        configuration.transport = stub.transport
-        configuration.interceptors = [
-            Interceptor(retry: { _, _, context in context.attempt < 2 ? .retry : .doNotRetry })
-        ]
-        let api = HTTPSessionManager(baseURL: URL(string: "https://api.example.com/"), configuration: configuration)
-        let task = api.dataTask(.get, "file", serializer: DataResponseSerializer())
-        var last: TransferProgress?
-        for await progress in task.downloadProgress { last = progress }
-        #expect(try await task.value == body)
-        // The stream did not end with the failed first attempt: its last value is the whole body.
-        #expect(last?.completedBytes == 4000)
-        #expect(last?.totalBytes == 4000)
-        #expect(stub.requests.count == 2)
     }
 }

@@ -5,8 +5,10 @@ import Testing
 
 @testable import Courier
 
-/// `RetryPolicy` against the fault server: what is retried, how long it waits, and when it
-/// stops.
+/// `RetryPolicy` against the fault server, end to end: a retried status, `Retry-After` waited
+/// for, a refused connection retried until the deadline, downloads and byte streams that
+/// continue or stop. Which statuses, failures and methods are retried, the backoff and the
+/// budget are tested on the stub: CourierPipelineTests' `RetryPolicyTests`.
 @Suite struct RetryTests {
     typealias Recorder = EventMonitorTests.Recorder
 
@@ -91,18 +93,6 @@ import Testing
         #expect(times[1] - times[0] >= Self.seconds(delay) - 0.05)
     }
 
-    @Test func aLongRetryAfterWaitsOnlyTheCap() async throws {
-        let (api, recorder) = try await Self.manager(RetryPolicy(deadline: nil, maximumRetryAfter: .milliseconds(300)))
-        let name = Self.name("capped")
-        let started = ContinuousClock.now
-        let reply: JSON = try await api.GET(
-            "flaky/\(name)", parameters: ["fail": 1, "status": 503, "retry-after": "120"])
-        #expect(reply["attempt"] == 2)
-        #expect(ContinuousClock.now - started >= .milliseconds(300))
-        let decisions = await Self.decisions(recorder)
-        #expect(decisions.first?.2 == .retryAfter(.milliseconds(300)))
-    }
-
     @Test func aPOSTIsNotRetriedUnlessAllowed() async throws {
         let (api, _) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(1), deadline: nil))
         let name = Self.name("post")
@@ -119,16 +109,6 @@ import Testing
         let again = Self.name("post-allowed")
         let reply: JSON = try await allowing.POST("flaky/\(again)?fail=1", parameters: ["x": 1])
         #expect(reply == ["attempt": 2, "method": "POST"])
-    }
-
-    @Test func aStatusNotInTheSetIsNotRetried() async throws {
-        let (api, _) = try await Self.manager(RetryPolicy(initialDelay: .milliseconds(1), deadline: nil))
-        let name = Self.name("404")
-        let error = await capturedError {
-            let _: JSON = try await api.GET("flaky/\(name)", parameters: ["fail": 1, "status": 404])
-        }
-        #expect(isCourierError(error) { $0.response?.status.code == 404 })
-        #expect(try await Self.stats(name)["requests"] == 1)
     }
 
     @Test func aRefusedConnectionIsRetriedUntilTheDeadline() async throws {
@@ -160,27 +140,6 @@ import Testing
         }
         #expect(waited <= .seconds(2))
         #expect(elapsed >= waited)
-    }
-
-    @Test func theBudgetStopsRetriesWhenMostAttemptsFail() async throws {
-        // No deadline: only the budget may stop a retry (a loaded machine is slow, not wrong).
-        let policy = RetryPolicy(
-            initialDelay: .zero, deadline: nil, budget: RetryBudget(maximumTokens: 4, tokensPerRequest: 0.1))
-        let (api, _) = try await Self.manager(policy)
-        let name = Self.name("budget")
-        var attempts: [Int] = []
-        var seen = 0
-        for _ in 0..<10 {
-            _ = await capturedError {
-                let _: JSON = try await api.GET("flaky/\(name)", parameters: ["fail": 1000])
-            }
-            let total = try await Self.stats(name)["requests"].intValue ?? 0
-            attempts.append(total - seen)
-            seen = total
-        }
-        // Full bucket (4): 3 attempts, then 2, then retries stop (a retry needs more than 2).
-        #expect(attempts == [3, 2, 1, 1, 1, 1, 1, 1, 1, 1])
-        #expect(policy.budget!.available < 2)
     }
 
     @Test func aDownloadCutHalfWayContinuesFromTheBytesOnDisk() async throws {
