@@ -59,7 +59,7 @@ final class Transfer: @unchecked Sendable {
     /// it: from `configure` until the engine detaches the transfer.
     @EngineConfined var parsedURL: ParsedURL?
     @EngineConfined var redirectCount = 0
-    @EngineConfined var head = ResponseHeadParser()
+    @EngineConfined var head = RecordedHead()
     /// The current hop is a redirect whose body is thrown away.
     @EngineConfined var discardingBody = false
     /// The hop's head is a 401 (or 407) that libcurl may answer by sending the request again

@@ -330,7 +330,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             return
         }
         let rest = Array(headBytes[end...])
-        var parser = ResponseHeadParser()
+        var parser = RecordedHead()
         var lineStart = 0
         for index in headBytes.indices where index < end && headBytes[index] == 0x0A {
             let result = headBytes.withUnsafeBytes {

@@ -196,13 +196,13 @@ package final class EventMonitorGroup: Sendable {
     }
 
     /// Queues a response head the transport received (on its thread: recording it is all).
-    func enqueueHead(_ requestID: UInt64, _ head: ResponseHeadParser, for request: HTTPRequest) {
+    func enqueueHead(_ requestID: UInt64, _ head: RecordedHead, for request: HTTPRequest) {
         enqueue(.head(requestID, Date(), ResponseHead(recorded: head), for: request))
     }
 
     /// Queues a redirect the transport followed.
     func enqueueRedirect(
-        _ requestID: UInt64, from request: HTTPRequest, to next: HTTPRequest, _ head: ResponseHeadParser
+        _ requestID: UInt64, from request: HTTPRequest, to next: HTTPRequest, _ head: RecordedHead
     ) {
         enqueue(.redirect(requestID, Date(), from: request, to: next, ResponseHead(recorded: head)))
     }

@@ -67,11 +67,11 @@ package final class RequestObservers: TransferObserver {
         observation?.failed(error, cancelled: cancelled)
     }
 
-    package func transferReceivedHead(_ head: ResponseHeadParser, for request: HTTPRequest) {
+    package func transferReceivedHead(_ head: RecordedHead, for request: HTTPRequest) {
         monitors?.enqueueHead(requestID, head, for: request)
     }
 
-    package func transferRedirected(from request: HTTPRequest, to next: HTTPRequest, head: ResponseHeadParser) {
+    package func transferRedirected(from request: HTTPRequest, to next: HTTPRequest, head: RecordedHead) {
         monitors?.enqueueRedirect(requestID, from: request, to: next, head)
     }
 }

@@ -287,7 +287,7 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
 
     /// Feeds the head and the chunks to the sink, with progress; then the failure, if any.
     private func deliver(
-        _ response: StubResponse, head: ResponseHeadParser, to request: TransferRequest, sent: HTTPRequest,
+        _ response: StubResponse, head: RecordedHead, to request: TransferRequest, sent: HTTPRequest,
         sentBytes: Int64, hops: [TransactionMetrics], started: ContinuousClock.Instant
     ) async throws -> TransferOutput {
         let url = request.url
@@ -374,8 +374,8 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
     }
 
     /// `response` as the engine records a head: the status line and fields, parsed.
-    static func recordedHead(_ response: HTTPResponse) -> ResponseHeadParser {
-        var parser = ResponseHeadParser()
+    static func recordedHead(_ response: HTTPResponse) -> RecordedHead {
+        var parser = RecordedHead()
         var lines = ["HTTP/1.1 \(response.status.code) \(response.status.reasonPhrase)\r\n"]
         for field in response.headerFields { lines.append("\(field.name.rawName): \(field.value)\r\n") }
         lines.append("\r\n")

@@ -94,7 +94,7 @@ package final class DownloadSink: ResponseSink, @unchecked Sendable {
 
     // MARK: Engine side
 
-    package func begin(_ head: ResponseHeadParser, expectedLength: Int64?) -> CourierError? {
+    package func begin(_ head: RecordedHead, expectedLength: Int64?) -> CourierError? {
         let proceed = shared.withLock { shared -> Bool in
             guard case .idle = shared.phase else { return false }
             shared.phase = .writing
@@ -248,7 +248,7 @@ package final class DownloadSink: ResponseSink, @unchecked Sendable {
     /// Why a 206 with `range` cannot continue a partial file of `offset` bytes whose version
     /// is `validator`; nil when it can.
     package static func continuationProblem(
-        _ range: ContentRange?, _ head: ResponseHeadParser, offset: Int64, validator: String?
+        _ range: ContentRange?, _ head: RecordedHead, offset: Int64, validator: String?
     ) -> CourierError? {
         guard let range, let start = range.start, let end = range.end, start == offset, end >= start,
             range.total.map({ end < $0 }) ?? true

@@ -11,7 +11,7 @@ import HTTPTypes
 /// content-decoded), and `end` once, when the transfer is over for whatever reason.
 package protocol ResponseSink: AnyObject {
     /// The final response head. Returning an error aborts the transfer with it.
-    func begin(_ head: ResponseHeadParser, expectedLength: Int64?) -> CourierError?
+    func begin(_ head: RecordedHead, expectedLength: Int64?) -> CourierError?
     func write(_ bytes: UnsafeRawBufferPointer) -> SinkWrite
     /// The transport delivered the whole body as the connection framed it, before `end`:
     /// an error when the sink knows better that the body is not whole (a resumed download's
@@ -77,7 +77,7 @@ package final class MemorySink: ResponseSink {
         self.limit = limit
     }
 
-    package func begin(_ head: ResponseHeadParser, expectedLength: Int64?) -> CourierError? {
+    package func begin(_ head: RecordedHead, expectedLength: Int64?) -> CourierError? {
         if let limit, let declared = head.contentLength, declared > limit { return tooLarge(head) }
         if let expectedLength, expectedLength > 0 { buffer.reserve(Int(min(expectedLength, 16 << 20))) }
         return nil
@@ -99,7 +99,7 @@ package final class MemorySink: ResponseSink {
     /// The number of bytes collected so far.
     package var count: Int { buffer.count }
 
-    private func tooLarge(_ head: ResponseHeadParser?) -> CourierError {
+    private func tooLarge(_ head: RecordedHead?) -> CourierError {
         // The transfer adds the URL when it reports the error.
         .responseTooLarge(
             .init(

@@ -57,7 +57,7 @@ package final class StreamSink: ResponseSink, @unchecked Sendable {
 
     // MARK: Engine side
 
-    package func begin(_ head: ResponseHeadParser, expectedLength: Int64?) -> CourierError? {
+    package func begin(_ head: RecordedHead, expectedLength: Int64?) -> CourierError? {
         if !(200..<300).contains(head.statusCode) {
             switch errorBodyKept {
             case .start:

@@ -194,12 +194,12 @@ package struct TransferOutput: Sendable {
     /// The request of the final hop (after redirects).
     var request: HTTPRequest
     /// The recorded response head; turned into an `HTTPResponse` on the caller's side.
-    package var head: ResponseHeadParser
+    package var head: RecordedHead
     var body: Data
     var metrics: TransferMetrics
 
     /// The output of a finished transfer.
-    package init(request: HTTPRequest, head: ResponseHeadParser, body: Data, metrics: TransferMetrics) {
+    package init(request: HTTPRequest, head: RecordedHead, body: Data, metrics: TransferMetrics) {
         self.request = request
         self.head = head
         self.body = body

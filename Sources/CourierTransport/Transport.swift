@@ -85,7 +85,7 @@ public struct HTTPTransport: Sendable {
 package protocol TransferObserver: AnyObject, Sendable {
     /// A complete response head (not an interim 1xx one) arrived for `request`; redirects'
     /// heads too.
-    func transferReceivedHead(_ head: ResponseHeadParser, for request: HTTPRequest)
+    func transferReceivedHead(_ head: RecordedHead, for request: HTTPRequest)
     /// The transfer follows a redirect from `request` (answered by the head `head`) to `next`.
-    func transferRedirected(from request: HTTPRequest, to next: HTTPRequest, head: ResponseHeadParser)
+    func transferRedirected(from request: HTTPRequest, to next: HTTPRequest, head: RecordedHead)
 }

@@ -186,7 +186,7 @@ enum FuzzTargets {
     /// Lines as libcurl hands them over: a complete head has a status, a length that is not
     /// negative, and builds a response with that status.
     static func head(_ data: Data) {
-        var parser = ResponseHeadParser()
+        var parser = RecordedHead()
         var lineStart = data.startIndex
         var index = data.startIndex
         while index < data.endIndex {

@@ -6,7 +6,7 @@ import HTTPTypes
 /// need. The parsed response is kept, guarded by `state`.
 package final class ResponseHead: Sendable {
     private enum State {
-        case recorded(ResponseHeadParser)
+        case recorded(RecordedHead)
         case parsed(HTTPResponse)
     }
 
@@ -14,7 +14,7 @@ package final class ResponseHead: Sendable {
     /// The status, known without parsing the fields.
     package let status: HTTPResponse.Status
 
-    package init(recorded: ResponseHeadParser) {
+    package init(recorded: RecordedHead) {
         state = Locked(.recorded(recorded))
         status = recorded.status
     }

@@ -1,7 +1,10 @@
 import Foundation
 import HTTPTypes
 
-/// Records the response head from the lines libcurl hands to `CURLOPT_HEADERFUNCTION`.
+/// A response head as the transport recorded it: the lines libcurl hands to
+/// `CURLOPT_HEADERFUNCTION`, read one at a time by ``consume(_:)``, and the facts checked on the
+/// way. The record a transfer's output, its sink and its observers are given; ``ResponseHead``
+/// turns it into `HTTPFields` when someone reads them.
 ///
 /// libcurl calls the header function once per line, including the status line and the blank
 /// line that ends the head, for every head it reads (interim 1xx responses included), so a new
@@ -16,8 +19,8 @@ import HTTPTypes
 /// `Content-Length` values (libcurl keeps the last), a `Content-Length` that is not a number
 /// (libcurl reads `1 2` as 1 and a number too large for 64 bits as "unknown"), and header lines
 /// adding up to more than ``maximumHeadBytes``.
-package struct ResponseHeadParser: Sendable {
-    /// A parser that has read nothing yet.
+package struct RecordedHead: Sendable {
+    /// A head with nothing read yet.
     package init() {}
 
     /// The most bytes of header lines read for one request, CRLFs included: every head (interim

@@ -3,10 +3,10 @@ import HTTPTypes
 import Testing
 
 /// The parser's reading of `Content-Length`, without a server.
-@Suite struct ResponseHeadParserLengthTests {
+@Suite struct RecordedHeadLengthTests {
     /// Feeds a status line, `fields` and the blank line; returns the first complaint, if any.
-    private func parse(_ fields: [String]) -> (ResponseHeadParser, String?) {
-        var parser = ResponseHeadParser()
+    private func parse(_ fields: [String]) -> (RecordedHead, String?) {
+        var parser = RecordedHead()
         for line in ["HTTP/1.1 200 OK"] + fields + [""] {
             var bytes = Array((line + "\r\n").utf8)
             let result = bytes.withUnsafeMutableBytes { parser.consume(UnsafeRawBufferPointer($0)) }
@@ -47,11 +47,11 @@ import Testing
 }
 
 /// The limit on the size of response heads, without a server.
-@Suite struct ResponseHeadParserLimitTests {
+@Suite struct RecordedHeadLimitTests {
     @Test func theLimitCountsEveryHeadOfARequestAndStartsOverForTheNext() {
-        var parser = ResponseHeadParser()
+        var parser = RecordedHead()
         let filler = "X-Filler: " + String(repeating: "x", count: 1000) + "\r\n"
-        func feed(_ line: String) -> ResponseHeadParser.LineResult {
+        func feed(_ line: String) -> RecordedHead.LineResult {
             var bytes = Array(line.utf8)
             return bytes.withUnsafeMutableBytes { parser.consume(UnsafeRawBufferPointer($0)) }
         }
@@ -72,17 +72,17 @@ import Testing
 
 /// What the parser records of a head: the status line, the fields (as `HTTPResponse` builds
 /// them later), the facts the engine reads, interim heads and trailers.
-@Suite struct ResponseHeadParserRecordingTests {
+@Suite struct RecordedHeadRecordingTests {
     /// Feeds each line with CRLF (a line already ending in a line break is fed as it is).
-    private func feed(_ lines: [String], into parser: inout ResponseHeadParser) -> [ResponseHeadParser.LineResult] {
+    private func feed(_ lines: [String], into parser: inout RecordedHead) -> [RecordedHead.LineResult] {
         lines.map { line in
             var bytes = Array((line.hasSuffix("\n") ? line : line + "\r\n").utf8)
             return bytes.withUnsafeMutableBytes { parser.consume(UnsafeRawBufferPointer($0)) }
         }
     }
 
-    private func parsed(_ lines: [String]) -> ResponseHeadParser {
-        var parser = ResponseHeadParser()
+    private func parsed(_ lines: [String]) -> RecordedHead {
+        var parser = RecordedHead()
         _ = feed(lines, into: &parser)
         return parser
     }
@@ -100,7 +100,7 @@ import Testing
     }
 
     @Test func eachLineIsPartialUntilTheBlankOne() {
-        var parser = ResponseHeadParser()
+        var parser = RecordedHead()
         let results = feed(["HTTP/1.1 200 OK", "Content-Type: text/plain", ""], into: &parser)
         #expect(results.map { "\($0)" } == ["partial", "partial", "complete"])
     }
@@ -137,7 +137,7 @@ import Testing
     }
 
     @Test func anInterimHeadIsReplacedByTheFinalOne() throws {
-        var parser = ResponseHeadParser()
+        var parser = RecordedHead()
         _ = feed(["HTTP/1.1 103 Early Hints", "Link: </style.css>; rel=preload", ""], into: &parser)
         #expect(parser.isComplete)
         #expect(parser.isInterim)
@@ -150,7 +150,7 @@ import Testing
     }
 
     @Test func trailersAndObsoleteFoldingAreLeftOut() throws {
-        var parser = ResponseHeadParser()
+        var parser = RecordedHead()
         let results = feed(
             ["HTTP/1.1 200 OK", "X-Folded: first", "  continued", "", "X-Trailer: late", "Content-Length: 9", ""],
             into: &parser)
@@ -162,7 +162,7 @@ import Testing
     }
 
     @Test func resetStartsANewRequest() {
-        var parser = ResponseHeadParser()
+        var parser = RecordedHead()
         _ = feed(["HTTP/1.1 301 Moved", "Location: /a", "Content-Length: 4", ""], into: &parser)
         parser.reset()
         #expect(!parser.isComplete)
