@@ -46,10 +46,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // Leaves: request and response serializers, JSON; cookies, the HTTP cache, credentials.
+        // JSON, on Foundation alone: the `JSON` value and its writer, and the tape (one
+        // grammar, one depth limit) that both `JSON(parsing:)` and the tape decoder (the fast
+        // path of decoding a response) read.
+        .target(name: "CourierJSON"),
+        // Leaves: request and response serializers (JSON's through CourierJSON); cookies, the
+        // HTTP cache, credentials.
         .target(
             name: "CourierSerialization",
-            dependencies: ["CourierCore", .product(name: "HTTPTypes", package: "swift-http-types")]
+            dependencies: ["CourierCore", "CourierJSON", .product(name: "HTTPTypes", package: "swift-http-types")]
         ),
         .target(
             name: "CourierStorage",
@@ -83,7 +88,7 @@ let package = Package(
         .target(
             name: "CourierPipeline",
             dependencies: [
-                "CourierCore", "CourierSerialization", "CourierStorage", "CourierTransport",
+                "CourierCore", "CourierJSON", "CourierSerialization", "CourierStorage", "CourierTransport",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
@@ -95,8 +100,8 @@ let package = Package(
         .target(
             name: "Courier",
             dependencies: [
-                "CourierCore", "CourierSerialization", "CourierStorage", "CourierTransport", "CourierEngine",
-                "CourierPipeline", "CCourierSystem",
+                "CourierCore", "CourierJSON", "CourierSerialization", "CourierStorage", "CourierTransport",
+                "CourierEngine", "CourierPipeline", "CCourierSystem",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
@@ -146,8 +151,18 @@ let package = Package(
             path: "Tests/Support/CourierTestHelper"
         ),
         // Tests of one layer each, without servers: they start no process and finish in
-        // seconds (`swift test --filter 'CourierStorageTests|CourierTransportTests|CourierPipelineTests'`).
+        // seconds (`swift test --filter
+        // 'CourierSerializationTests|CourierStorageTests|CourierTransportTests|CourierPipelineTests'`).
         //
+        // Serialization: JSON (parsing, the tape decoder, the depth limit), the serializers and
+        // the decoder seam over responses made by hand, query strings, multipart forms.
+        .testTarget(
+            name: "CourierSerializationTests",
+            dependencies: [
+                "CourierCore", "CourierJSON", "CourierSerialization",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
         // Storage: HTTP dates, Cache-Control, cookies and authentication challenges as parsed.
         .testTarget(
             name: "CourierStorageTests",

@@ -1,4 +1,5 @@
 @_spi(CourierInternals) import CourierCore
+import CourierJSON
 import Foundation
 
 /// The AFNetworking query-string encoding, used for URL queries and form bodies. These are

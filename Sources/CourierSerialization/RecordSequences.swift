@@ -1,4 +1,5 @@
 @_spi(CourierInternals) import CourierCore
+import CourierJSON
 import Foundation
 
 // Typed elements over a byte stream (a `ByteStream`, or any `AsyncSequence` of `Data`):
@@ -179,16 +180,15 @@ enum JSONElementDecoding {
     static func decode<Value: Decodable>(
         _ type: Value.Type, from data: Data, decoder: JSONDecoder, what: String
     ) throws(CourierError) -> Value {
-        if let value = TapeDecoding.decode(Value.self, from: data, like: decoder) { return value }
         do {
-            return try decoder.decode(Value.self, from: data)
+            return try decoder.decodeTapeFirst(Value.self, from: data)
         } catch {
             let preview = String(decoding: data.prefix(200), as: UTF8.self)
             throw .serializationFailed(
                 .init(
                     message:
                         "\(what) of the stream cannot be decoded as \(Value.self): \(error) (it begins: \(preview))",
-                    underlyingError: DecodingFailure(description: "\(error)")))
+                    underlyingError: decodingFailure(error)))
         }
     }
 }

@@ -1,4 +1,5 @@
 @_spi(CourierInternals) import CourierCore
+import CourierJSON
 import Foundation
 import HTTPTypes
 

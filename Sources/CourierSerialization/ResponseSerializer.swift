@@ -1,4 +1,5 @@
 @_spi(CourierInternals) import CourierCore
+import CourierJSON
 import Foundation
 import HTTPTypes
 
@@ -105,8 +106,8 @@ public struct StringResponseSerializer: ResponseSerializer {
     }
 }
 
-/// The body parsed as ``JSON``. Accepts `application/json`, `text/json`, `text/javascript` and
-/// any `+json` type by default; an empty body is ``JSON/null`` for 204, 205 and `HEAD`, and an
+/// The body parsed as `JSON`. Accepts `application/json`, `text/json`, `text/javascript` and
+/// any `+json` type by default; an empty body is `JSON.null` for 204, 205 and `HEAD`, and an
 /// error otherwise.
 public struct JSONResponseSerializer: ResponseSerializer {
     /// The media types JSON serializers accept by default.
@@ -149,7 +150,10 @@ public struct JSONResponseSerializer: ResponseSerializer {
 }
 
 /// The body decoded into a `Decodable` type with `JSONDecoder`. An empty body (204, 205, `HEAD`)
-/// is accepted when `Value` conforms to ``EmptyResponse`` (``Empty``, `Optional`, ``JSON``).
+/// is accepted when `Value` conforms to ``EmptyResponse`` (``Empty``, `Optional`, `JSON`).
+///
+/// Text nested deeper than `JSON.maximumNestingDepth` fails with the `JSONParsingError` that
+/// `JSON(parsing:)` throws for it (in the error's `underlyingError`).
 public struct DecodableResponseSerializer<Value: Decodable & Sendable>: ResponseSerializer {
     /// The checks made before decoding.
     public var validation: ResponseValidation
@@ -184,15 +188,11 @@ public struct DecodableResponseSerializer<Value: Decodable & Sendable>: Response
             }
             return empty.emptyValue as! Value
         }
-        // The tape decoder gives JSONDecoder's answer faster (Documentation/Benchmarks.md has
-        // by how much), or none, and then JSONDecoder decides (errors included).
-        if let value = TapeDecoding.decode(Value.self, from: response.data, like: decoder) { return value }
         do {
-            return try decoder.decode(Value.self, from: response.data)
+            return try decoder.decodeTapeFirst(Value.self, from: response.data)
         } catch {
             throw .serializationFailed(
-                response.errorContext(
-                    "Cannot decode \(Value.self): \(error)", underlying: DecodingFailure(description: "\(error)")))
+                response.errorContext("Cannot decode \(Value.self): \(error)", underlying: decodingFailure(error)))
         }
     }
 }

@@ -84,9 +84,4 @@ import Testing
         let error = await capturedError { _ = try await api.uploadTask(.post, "echo", body: .multipart(form)).value }
         #expect(isCourierError(error!) { if case .serializationFailed = $0 { true } else { false } })
     }
-
-    @Test func aMissingFileIsAnErrorWhenAppended() throws {
-        var form = MultipartFormData()
-        #expect(throws: CourierError.self) { try form.append(fileAt: URL(fileURLWithPath: "/no/such/file"), name: "f") }
-    }
 }

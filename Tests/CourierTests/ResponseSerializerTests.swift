@@ -75,26 +75,6 @@ import Testing
         #expect(response.value["Content-Type"].arrayValue?.last == .string(contentType))
     }
 
-    @Test(arguments: [
-        ("application/json", "application/json"), (" Application/JSON ; charset=utf-8", "application/json"),
-        ("\ttext/Plain\t", "text/plain"), ("application/problem+json;q=1", "application/problem+json"),
-    ])
-    func theMediaTypeIsTrimmedAndLowerCased(contentType: String, expected: String) {
-        let response = HTTPResponse(status: .ok, headerFields: [.contentType: contentType])
-        #expect(ResponseValidation.mediaType(of: response) == expected)
-    }
-
-    @Test(arguments: ["", " ", "; charset=utf-8", " \t;x"])
-    func anEmptyMediaTypeIsNone(contentType: String) throws {
-        #expect(
-            ResponseValidation.mediaType(of: HTTPResponse(status: .ok, headerFields: [.contentType: contentType]))
-                == nil)
-        let raw = RawResponse(
-            request: HTTPRequest(method: .get, scheme: "http", authority: "x", path: "/"),
-            response: HTTPResponse(status: .ok, headerFields: [.contentType: contentType]), data: Data("{}".utf8))
-        #expect(throws: CourierError.self) { try JSONResponseSerializer().serialize(raw) }
-    }
-
     @Test func emptyBodiesAreNullFor204AndHEAD() async throws {
         let api = try await httpbinManager()
         let noContent: JSON = try await api.GET("status/204")
@@ -129,14 +109,6 @@ import Testing
         let api = try await httpbinManager()
         let text = try await api.GET("encoding/utf8", serializer: StringResponseSerializer())
         #expect(text.contains("∮ E⋅da = Q"))
-    }
-
-    @Test func stringDecodesLatin1FromTheContentType() throws {
-        let raw = RawResponse(
-            request: HTTPRequest(method: .get, scheme: "http", authority: "x", path: "/"),
-            response: HTTPResponse(status: .ok, headerFields: [.contentType: "text/plain; charset=ISO-8859-1"]),
-            data: Data([0x5A, 0x6F, 0xEB]))
-        #expect(try StringResponseSerializer().serialize(raw) == "Zoë")
     }
 
     @Test func dataResponseCarriesEverything() async throws {

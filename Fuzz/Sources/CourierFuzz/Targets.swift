@@ -3,6 +3,7 @@ import MultipartKit
 
 @testable import Courier
 @_spi(CourierInternals) @testable import CourierCore
+@testable import CourierJSON
 @testable import CourierSerialization
 @testable import CourierStorage
 @testable import CourierTransport
@@ -135,17 +136,45 @@ enum FuzzTargets {
 
     // MARK: JSON
 
-    /// Whatever parses, written and parsed again, is the same value.
+    /// JSON's one grammar (the tape): what parses, written and parsed again (compact and
+    /// pretty), is the same value; a refusal names a byte of the input; the decoding of a
+    /// response never answers for text `JSON(parsing:)` refuses, and refuses nesting past the
+    /// limit with the same error.
     static func json(_ data: Data) {
-        guard let value = try? JSON(parsing: data) else { return }
-        let written = value.serialized()
-        guard let again = try? JSON(parsing: written) else {
-            return fuzzCheck(false, "the written form does not parse: \(written.text)")
+        let decoded = Result { () throws(JSONParsingError) in
+            try TapeDecoding.decode(JSON.self, from: data, like: JSONDecoder())
         }
-        fuzzCheck(again == value, "round trip changed \(value) into \(again)")
+        let value: JSON
+        do {
+            value = try JSON(parsing: data)
+        } catch let error as JSONParsingError {
+            fuzzCheck(error.offset >= 0 && error.offset <= data.count, "offset \(error.offset) of \(data.count) bytes")
+            switch decoded {
+            case .success(let answer):
+                fuzzCheck(
+                    answer == nil && !error.isNestingTooDeep,
+                    "parsing: \(error), the tape decoder: \(String(describing: answer))")
+            case .failure(let refusal):
+                fuzzCheck(refusal == error && error.isNestingTooDeep, "parsing: \(error), the tape decoder: \(refusal)")
+            }
+            return
+        } catch {
+            return fuzzCheck(false, "not a JSONParsingError: \(error)")
+        }
+        if case .failure(let refusal) = decoded {
+            fuzzCheck(false, "the tape decoder refused \(refusal), parsing did not")
+        }
+        for pretty in [false, true] {
+            let written = value.serialized(prettyPrinted: pretty)
+            guard let again = try? JSON(parsing: written) else {
+                return fuzzCheck(false, "the written form does not parse: \(written.text)")
+            }
+            fuzzCheck(again == value, "round trip changed \(value) into \(again)")
+        }
     }
 
-    /// Differential: whenever the tape decoder answers, `JSONDecoder` gives the same answer.
+    /// Differential: whenever the tape decoder answers, `JSONDecoder` gives the same answer;
+    /// where it refuses (nesting past the limit), `JSONDecoder` refuses too.
     static func tape(_ data: Data) {
         agree(Record.self, data)
         agree([String: Int].self, data)
@@ -159,7 +188,14 @@ enum FuzzTargets {
 
     private static func agree<T: Decodable & Equatable>(_ type: T.Type, _ data: Data) {
         let decoder = JSONDecoder()
-        guard let fast = TapeDecoding.decode(type, from: data, like: decoder) else { return }
+        let answer: T?
+        do {
+            answer = try TapeDecoding.decode(type, from: data, like: decoder)
+        } catch {
+            let reference = try? decoder.decode(type, from: data)
+            return fuzzCheck(reference == nil, "the tape refused \(error) where JSONDecoder decoded \(reference!)")
+        }
+        guard let fast = answer else { return }
         guard let reference = try? decoder.decode(type, from: data) else {
             return fuzzCheck(false, "the tape decoded \(fast) where JSONDecoder fails")
         }

@@ -1,6 +1,7 @@
 import CCourierSystem
 @_spi(CourierInternals) import CourierCore
 import CourierEngine
+import CourierJSON
 import CourierPipeline
 import CourierSerialization
 import CourierStorage

@@ -1,5 +1,6 @@
 @_spi(CourierInternals) import CourierCore
 import CourierEngine
+import CourierJSON
 import CourierPipeline
 import CourierSerialization
 import CourierStorage

@@ -1,4 +1,3 @@
-@_spi(CourierInternals) import CourierCore
 import Foundation
 
 /// A JSON value: what `JSONResponseSerializer` produces and what parameters are written as.

@@ -1,4 +1,6 @@
-import Courier
+import CourierCore
+import CourierJSON
+import CourierSerialization
 import Foundation
 import Testing
 

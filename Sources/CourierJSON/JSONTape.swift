@@ -1,13 +1,17 @@
-@_spi(CourierInternals) import CourierCore
 import Foundation
 
 /// JSON text indexed in one pass: every value is a node, in document order, and each array
-/// or object knows where it ends. Decoding walks the nodes without building intermediate
-/// values (see `TapeDecoder`).
+/// or object knows where it ends. It is Courier's one JSON grammar: `JSON(parsing:)` builds its
+/// value from the nodes (`JSON+Parsing.swift`), and `TapeDecoder` decodes `Decodable` types
+/// walking them, without building intermediate values.
 ///
-/// The grammar is RFC 8259's, strictly: the builder accepts only what `JSONDecoder` accepts
-/// as well (no trailing commas, no byte order mark, no lone surrogates, valid UTF-8) and
-/// refuses the rest with ``TapeDecodingUnsupported``, so that `JSONDecoder` reports it.
+/// The grammar is RFC 8259's, strictly: no trailing commas, no comments, no byte order mark,
+/// valid UTF-8 only (section 8.1), nothing after the value, and arrays and objects nested at
+/// most `JSON.maximumNestingDepth` deep. Text outside it is refused with a
+/// `JSONParsingError` naming the byte. A `\u` escape of half a surrogate pair without its
+/// other half is grammatical (section 8.2 leaves its meaning open): it reads as U+FFFD, and
+/// the tape notes it (`hasLoneSurrogates`) for the tape decoder, which leaves such text to
+/// `JSONDecoder`.
 final class JSONTape {
     enum Kind: UInt8 {
         case object, array, string, escapedString, integer, number, `true`, `false`, null
@@ -28,32 +32,36 @@ final class JSONTape {
     /// counting by every container of a decoding.
     let nodes: UnsafeBufferPointer<Node>
     let bytes: UnsafeBufferPointer<UInt8>
+    /// Whether a string holds a `\u` escape of half a surrogate pair alone (read as U+FFFD).
+    let hasLoneSurrogates: Bool
 
-    /// The deepest nesting indexed; deeper documents are left to `JSONDecoder`.
-    static let maximumDepth = 512
-
-    /// The tape of `data`; nil when the builder refuses the text (see above).
-    static func index(_ data: Data) -> JSONTape? {
-        guard data.count < Int(UInt32.max) else { return nil }
+    /// The tape of `data`, or the reason the text is not JSON and where.
+    static func index(_ data: Data) throws(JSONParsingError) -> JSONTape {
+        guard data.count < Int(UInt32.max) else {
+            throw JSONParsingError(offset: 0, reason: "text of 4 GiB or more")
+        }
         let copy = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: data.count)
         _ = copy.initialize(from: data)
         var builder = Builder(bytes: UnsafeBufferPointer(copy), nodes: NodeList(capacity: data.count / 8 + 4))
-        do {
+        do throws(Failure) {
             builder.skipWhitespace()
             try builder.value(depth: 0)
             builder.skipWhitespace()
-            guard builder.index == copy.count else { throw TapeDecodingUnsupported() }
+            guard builder.index == copy.count else { throw builder.failure(.textAfterTheValue) }
         } catch {
             builder.nodes.deallocate()
             copy.deallocate()
-            return nil
+            throw error.parsingError
         }
-        return JSONTape(nodes: builder.nodes.buffer, bytes: UnsafeBufferPointer(copy))
+        return JSONTape(
+            nodes: builder.nodes.buffer, bytes: UnsafeBufferPointer(copy),
+            hasLoneSurrogates: builder.hasLoneSurrogates)
     }
 
-    private init(nodes: UnsafeBufferPointer<Node>, bytes: UnsafeBufferPointer<UInt8>) {
+    private init(nodes: UnsafeBufferPointer<Node>, bytes: UnsafeBufferPointer<UInt8>, hasLoneSurrogates: Bool) {
         self.nodes = nodes
         self.bytes = bytes
+        self.hasLoneSurrogates = hasLoneSurrogates
     }
 
     deinit {
@@ -101,10 +109,50 @@ final class JSONTape {
         return node.kind == .object || node.kind == .array ? Int(node.end) : index + 1
     }
 
+    /// Why the builder stopped, and where: a trivial value, so that the scanning loops carry no
+    /// string; it becomes a `JSONParsingError` at the end.
+    struct Failure: Error {
+        enum Problem: UInt8 {
+            case endOfInput, unexpectedCharacter, invalidLiteral, tooDeep, expectedKey, expectedColon
+            case expectedCommaOrBrace, expectedCommaOrBracket, unterminatedString, controlCharacter
+            case invalidEscape, invalidUnicodeEscape, invalidUTF8, invalidNumber, textAfterTheValue
+        }
+
+        var problem: Problem
+        var offset: Int
+
+        var parsingError: JSONParsingError {
+            let reason =
+                switch problem {
+                case .endOfInput: "unexpected end of input"
+                case .unexpectedCharacter: "unexpected character"
+                case .invalidLiteral: "invalid literal"
+                case .tooDeep: JSONParsingError.nestingTooDeep
+                case .expectedKey: "expected a key"
+                case .expectedColon: "expected ':'"
+                case .expectedCommaOrBrace: "expected ',' or '}'"
+                case .expectedCommaOrBracket: "expected ',' or ']'"
+                case .unterminatedString: "unterminated string"
+                case .controlCharacter: "control character in string"
+                case .invalidEscape: "invalid escape"
+                case .invalidUnicodeEscape: "invalid \\u escape"
+                case .invalidUTF8: "invalid UTF-8"
+                case .invalidNumber: "invalid number"
+                case .textAfterTheValue: "unexpected text after the value"
+                }
+            return JSONParsingError(offset: offset, reason: reason)
+        }
+    }
+
     private struct Builder {
         let bytes: UnsafeBufferPointer<UInt8>
         var nodes: NodeList
         var index = 0
+        var hasLoneSurrogates = false
+
+        func failure(_ problem: Failure.Problem) -> Failure {
+            Failure(problem: problem, offset: index)
+        }
 
         mutating func skipWhitespace() {
             while index < bytes.count {
@@ -115,8 +163,8 @@ final class JSONTape {
             }
         }
 
-        mutating func value(depth: Int) throws(TapeDecodingUnsupported) {
-            guard index < bytes.count else { throw TapeDecodingUnsupported() }
+        mutating func value(depth: Int) throws(Failure) {
+            guard index < bytes.count else { throw failure(.endOfInput) }
             switch bytes[index] {
             case UInt8(ascii: "{"): try container(depth: depth, isObject: true)
             case UInt8(ascii: "["): try container(depth: depth, isObject: false)
@@ -125,26 +173,24 @@ final class JSONTape {
             case UInt8(ascii: "f"): try literal("false", .false)
             case UInt8(ascii: "n"): try literal("null", .null)
             case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try number()
-            default: throw TapeDecodingUnsupported()
+            default: throw failure(.unexpectedCharacter)
             }
         }
 
-        mutating func literal(
-            _ word: StaticString, _ kind: Kind
-        ) throws(TapeDecodingUnsupported) {
+        mutating func literal(_ word: StaticString, _ kind: Kind) throws(Failure) {
             let count = word.utf8CodeUnitCount
-            guard index + count <= bytes.count else { throw TapeDecodingUnsupported() }
+            guard index + count <= bytes.count else { throw failure(.endOfInput) }
             for offset in 0..<count where bytes[index + offset] != word.utf8Start[offset] {
-                throw TapeDecodingUnsupported()
+                throw failure(.invalidLiteral)
             }
             nodes.append(Node(kind: kind, start: UInt32(index), count: UInt32(count), end: 0))
             index += count
         }
 
-        mutating func container(
-            depth: Int, isObject: Bool
-        ) throws(TapeDecodingUnsupported) {
-            guard depth < JSONTape.maximumDepth else { throw TapeDecodingUnsupported() }
+        /// An array or an object; `depth` counts the containers around it (0 at the top), so
+        /// that `JSON.maximumNestingDepth` containers nest and one more does not.
+        mutating func container(depth: Int, isObject: Bool) throws(Failure) {
+            guard depth < JSON.maximumNestingDepth else { throw failure(.tooDeep) }
             let close = isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")
             let position = nodes.count
             nodes.append(Node(kind: isObject ? .object : .array, start: UInt32(index), count: 0, end: 0))
@@ -158,12 +204,12 @@ final class JSONTape {
                     skipWhitespace()
                     if isObject {
                         guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
-                            throw TapeDecodingUnsupported()
+                            throw failure(.expectedKey)
                         }
                         try string()
                         skipWhitespace()
                         guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else {
-                            throw TapeDecodingUnsupported()
+                            throw failure(.expectedColon)
                         }
                         index += 1
                         skipWhitespace()
@@ -171,14 +217,14 @@ final class JSONTape {
                     try value(depth: depth + 1)
                     count += 1
                     skipWhitespace()
-                    guard index < bytes.count else { throw TapeDecodingUnsupported() }
+                    guard index < bytes.count else { throw failure(.endOfInput) }
                     if bytes[index] == UInt8(ascii: ",") {
                         index += 1
                     } else if bytes[index] == close {
                         index += 1
                         break
                     } else {
-                        throw TapeDecodingUnsupported()
+                        throw failure(isObject ? .expectedCommaOrBrace : .expectedCommaOrBracket)
                     }
                 }
             }
@@ -188,29 +234,29 @@ final class JSONTape {
 
         /// A string: its bytes between the quotes, checked (no control characters, valid
         /// escapes, valid UTF-8); escapes are decoded later, when the string is read.
-        mutating func string() throws(TapeDecodingUnsupported) {
+        mutating func string() throws(Failure) {
             index += 1
             let start = index
             var escaped = false
             var ascii = true
             while true {
                 skipPlainASCII()
-                guard index < bytes.count else { throw TapeDecodingUnsupported() }
+                guard index < bytes.count else { throw failure(.unterminatedString) }
                 let byte = bytes[index]
                 if byte == UInt8(ascii: "\"") { break }
-                if byte < 0x20 { throw TapeDecodingUnsupported() }
+                if byte < 0x20 { throw failure(.controlCharacter) }
                 if byte >= 0x80 { ascii = false }
                 if byte == UInt8(ascii: "\\") {
                     escaped = true
                     index += 1
-                    guard index < bytes.count else { throw TapeDecodingUnsupported() }
+                    guard index < bytes.count else { throw failure(.endOfInput) }
                     if JSONEscape.byte(for: bytes[index]) != nil {
                         index += 1
                     } else if bytes[index] == UInt8(ascii: "u") {
                         index += 1
                         try unicodeEscape()
                     } else {
-                        throw TapeDecodingUnsupported()
+                        throw failure(.invalidEscape)
                     }
                     continue
                 }
@@ -218,12 +264,27 @@ final class JSONTape {
             }
             let range = start..<index
             if !ascii, String(validating: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self) == nil {
-                throw TapeDecodingUnsupported()
+                throw Failure(problem: .invalidUTF8, offset: firstInvalidUTF8(in: range))
             }
             nodes.append(
                 Node(
                     kind: escaped ? .escapedString : .string, start: UInt32(start), count: UInt32(range.count), end: 0))
             index += 1
+        }
+
+        /// The offset of the first byte of `range` that does not begin valid UTF-8 (for the
+        /// error only: the check itself is `String(validating:)`).
+        func firstInvalidUTF8(in range: Range<Int>) -> Int {
+            var parser = Unicode.UTF8.ForwardParser()
+            var iterator = UnsafeBufferPointer(rebasing: bytes[range]).makeIterator()
+            var offset = range.lowerBound
+            while true {
+                switch parser.parseScalar(from: &iterator) {
+                case .valid(let scalar): offset += scalar.count
+                case .error: return offset
+                case .emptyInput: return offset
+                }
+            }
         }
 
         /// Moves past string bytes that need no attention (printable ASCII other than `"` and
@@ -244,46 +305,49 @@ final class JSONTape {
         }
 
         /// The four hex digits after `\u` (index at the first), and for a high surrogate the
-        /// `\uXXXX` low surrogate that must follow it.
-        mutating func unicodeEscape() throws(TapeDecodingUnsupported) {
+        /// `\uXXXX` low surrogate after it when there is one. Half a pair alone is noted.
+        mutating func unicodeEscape() throws(Failure) {
             let code = try hex4()
-            if (0xDC00..<0xE000).contains(code) { throw TapeDecodingUnsupported() }
-            guard (0xD800..<0xDC00).contains(code) else { return }
-            guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
-            else { throw TapeDecodingUnsupported() }
-            index += 2
-            guard (0xDC00..<0xE000).contains(try hex4()) else { throw TapeDecodingUnsupported() }
+            guard (0xD800..<0xE000).contains(code) else { return }
+            if code < 0xDC00, index + 6 <= bytes.count, bytes[index] == UInt8(ascii: "\\"),
+                bytes[index + 1] == UInt8(ascii: "u"), let low = JSONEscape.hex4(bytes, at: index + 2),
+                (0xDC00..<0xE000).contains(low)
+            {
+                index += 6
+                return
+            }
+            hasLoneSurrogates = true
         }
 
-        mutating func hex4() throws(TapeDecodingUnsupported) -> UInt32 {
-            guard index + 4 <= bytes.count else { throw TapeDecodingUnsupported() }
+        mutating func hex4() throws(Failure) -> UInt32 {
+            guard index + 4 <= bytes.count else { throw failure(.endOfInput) }
             var value: UInt32 = 0
             for _ in 0..<4 {
-                guard let digit = JSONEscape.hexDigit(bytes[index]) else { throw TapeDecodingUnsupported() }
+                guard let digit = JSONEscape.hexDigit(bytes[index]) else { throw failure(.invalidUnicodeEscape) }
                 value = value << 4 | digit
                 index += 1
             }
             return value
         }
 
-        mutating func number() throws(TapeDecodingUnsupported) {
+        mutating func number() throws(Failure) {
             let start = index
             var kind = Kind.integer
             if bytes[index] == UInt8(ascii: "-") { index += 1 }
-            guard index < bytes.count else { throw TapeDecodingUnsupported() }
+            guard index < bytes.count else { throw failure(.endOfInput) }
             if bytes[index] == UInt8(ascii: "0") {
                 index += 1
             } else if JSONTape.isDigit(bytes[index]) {
                 while index < bytes.count, JSONTape.isDigit(bytes[index]) { index += 1 }
             } else {
-                throw TapeDecodingUnsupported()
+                throw failure(.invalidNumber)
             }
             if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
                 kind = .number
                 index += 1
                 let digits = index
                 while index < bytes.count, JSONTape.isDigit(bytes[index]) { index += 1 }
-                guard index > digits else { throw TapeDecodingUnsupported() }
+                guard index > digits else { throw failure(.invalidNumber) }
             }
             if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
                 kind = .number
@@ -293,7 +357,7 @@ final class JSONTape {
                 }
                 let digits = index
                 while index < bytes.count, JSONTape.isDigit(bytes[index]) { index += 1 }
-                guard index > digits else { throw TapeDecodingUnsupported() }
+                guard index > digits else { throw failure(.invalidNumber) }
             }
             nodes.append(Node(kind: kind, start: UInt32(start), count: UInt32(index - start), end: 0))
         }
@@ -327,21 +391,26 @@ final class JSONTape {
                 decoded.append(byte)
                 continue
             }
-            // `\uXXXX`, and the low half of a surrogate pair after a high one (checked).
+            // `\uXXXX` (the builder checked the digits of every one), and the low half of a
+            // surrogate pair after a high one; half a pair alone is U+FFFD.
             var code = hex4(at: position)
             position += 4
-            if (0xD800..<0xDC00).contains(code) {
+            if (0xD800..<0xDC00).contains(code), position + 6 <= range.upperBound,
+                bytes[position] == UInt8(ascii: "\\"), bytes[position + 1] == UInt8(ascii: "u")
+            {
                 let low = hex4(at: position + 2)
-                position += 6
-                code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                if (0xDC00..<0xE000).contains(low) {
+                    position += 6
+                    code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                }
             }
-            UTF8.encode(Unicode.Scalar(code)!) { decoded.append($0) }
+            UTF8.encode(Unicode.Scalar(code) ?? "\u{FFFD}") { decoded.append($0) }
         }
         return String(decoding: decoded, as: UTF8.self)
     }
 
     private func hex4(at position: Int) -> UInt32 {
-        (0..<4).reduce(0) { $0 << 4 | JSONEscape.hexDigit(bytes[position + $1])! }
+        JSONEscape.hex4(bytes, at: position)!
     }
 
     /// Whether a string node's text equals `text` (compared as bytes when it has no escapes).
@@ -400,6 +469,40 @@ final class JSONTape {
     }
 }
 
-/// The fast decoder cannot vouch for the answer `JSONDecoder` would give: the caller decodes
-/// again with `JSONDecoder`.
-struct TapeDecodingUnsupported: Error {}
+/// JSON's escapes (RFC 8259 section 7).
+enum JSONEscape {
+    /// The byte `\<escape>` stands for (`n` gives a line feed); nil for `u` and for anything
+    /// that is not an escape.
+    static func byte(for escape: UInt8) -> UInt8? {
+        switch escape {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): escape
+        case UInt8(ascii: "b"): 0x08
+        case UInt8(ascii: "f"): 0x0C
+        case UInt8(ascii: "n"): 0x0A
+        case UInt8(ascii: "r"): 0x0D
+        case UInt8(ascii: "t"): 0x09
+        default: nil
+        }
+    }
+
+    /// The value of a hex digit of a `\uXXXX` escape, either case; nil for any other byte.
+    static func hexDigit(_ byte: UInt8) -> UInt32? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(byte - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt32(byte - UInt8(ascii: "a") + 10)
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): UInt32(byte - UInt8(ascii: "A") + 10)
+        default: nil
+        }
+    }
+
+    /// The four hex digits at `position` (all within `bytes`) as a number; nil when one is
+    /// not a hex digit.
+    static func hex4(_ bytes: UnsafeBufferPointer<UInt8>, at position: Int) -> UInt32? {
+        var value: UInt32 = 0
+        for offset in 0..<4 {
+            guard let digit = hexDigit(bytes[position + offset]) else { return nil }
+            value = value << 4 | digit
+        }
+        return value
+    }
+}

@@ -1,13 +1,7 @@
 import Foundation
 import Testing
 
-@testable import Courier
-@_spi(CourierInternals) @testable import CourierCore
-@testable import CourierEngine
-@testable import CourierPipeline
-@testable import CourierSerialization
-@testable import CourierStorage
-@testable import CourierTransport
+@testable import CourierJSON
 
 /// The tape decoder must give `JSONDecoder`'s answer or none (the serializer then asks
 /// `JSONDecoder`). Every test here decodes the same text both ways: when the tape decoder
@@ -29,7 +23,12 @@ struct TapeDecoderTests {
     ) -> T? {
         let decoder = JSONDecoder()
         let expected = try? decoder.decode(T.self, from: data)
-        let fast = TapeDecoding.decode(T.self, from: data, like: decoder)
+        var fast: T?
+        do {
+            fast = try TapeDecoding.decode(T.self, from: data, like: decoder)
+        } catch {
+            Issue.record("refused: \(error)", sourceLocation: sourceLocation)
+        }
         if let fast {
             #expect(fast == expected, "\(String(decoding: data, as: UTF8.self))", sourceLocation: sourceLocation)
         }
@@ -241,23 +240,34 @@ struct TapeDecoderTests {
             compare(Wide.self, text, answers: true) == (try? JSONDecoder().decode(Wide.self, from: Data(text.utf8))))
     }
 
-    @Test func deepNestingIsLeftToJSONDecoderPastTheLimit() {
+    @Test func nestingPastTheLimitIsRefusedAsJSONParsingRefusesIt() throws {
         let shallow = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
         compare(JSON.self, shallow, answers: true)
-        // JSONDecoder reads 512 levels and refuses 513.
-        let deepest = String(repeating: "[", count: 512) + String(repeating: "]", count: 512)
+        let limit = JSON.maximumNestingDepth
+        #expect(limit == 512)
+        let deepest = String(repeating: "[", count: limit) + String(repeating: "]", count: limit)
         compare(JSON.self, deepest, answers: true)
-        let deep = String(repeating: "[", count: 513) + String(repeating: "]", count: 513)
-        compare(JSON.self, deep, answers: false)
+        // One level more: the tape refuses it with JSON(parsing:)'s error instead of leaving it
+        // to JSONDecoder (which refuses it too, with its own limit of 512).
+        let deep = Data((String(repeating: "[", count: limit + 1) + String(repeating: "]", count: limit + 1)).utf8)
+        let expected = JSONParsingError(offset: limit, reason: "nesting deeper than 512")
+        #expect(throws: expected) { try TapeDecoding.decode(JSON.self, from: deep, like: JSONDecoder()) }
+        #expect(throws: expected) { try JSON(parsing: deep) }
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode(JSON.self, from: deep) }
+        // Inside an object, at the first bracket past the limit.
+        let wrapped = Data(#"{"a": "#.utf8) + deep + Data("}".utf8)
+        #expect(throws: JSONParsingError(offset: 6 + limit - 1, reason: "nesting deeper than 512")) {
+            try TapeDecoding.decode([String: JSON].self, from: wrapped, like: JSONDecoder())
+        }
     }
 
-    @Test func aDecoderWithOtherStrategiesIsLeftAlone() {
+    @Test func aDecoderWithOtherStrategiesIsLeftAlone() throws {
         let decoder = JSONDecoder()
         decoder.keyDecodingStrategy = .convertFromSnakeCase
-        #expect(TapeDecoding.decode(Pair.self, from: Data(#"{"a": 1, "b": "x"}"#.utf8), like: decoder) == nil)
+        #expect(try TapeDecoding.decode(Pair.self, from: Data(#"{"a": 1, "b": "x"}"#.utf8), like: decoder) == nil)
         let lenient = JSONDecoder()
         lenient.allowsJSON5 = true
-        #expect(TapeDecoding.decode(Pair.self, from: Data(#"{"a": 1, "b": "x"}"#.utf8), like: lenient) == nil)
+        #expect(try TapeDecoding.decode(Pair.self, from: Data(#"{"a": 1, "b": "x"}"#.utf8), like: lenient) == nil)
     }
 
     @Test func userInfoAndCodingPathReachInitFromDecoder() throws {
@@ -274,7 +284,7 @@ struct TapeDecoderTests {
         let decoder = JSONDecoder()
         decoder.userInfo[CodingUserInfoKey(rawValue: "tag")!] = "hello"
         let data = Data(#"{"list": [{}, {}]}"#.utf8)
-        let fast = try #require(TapeDecoding.decode(Outer.self, from: data, like: decoder))
+        let fast = try #require(try TapeDecoding.decode(Outer.self, from: data, like: decoder))
         #expect(fast == (try decoder.decode(Outer.self, from: data)))
         #expect(fast.list.map(\.path) == ["list/Index 0", "list/Index 1"])
         #expect(fast.list.first?.info == "hello")

@@ -1,4 +1,3 @@
-@_spi(CourierInternals) import CourierCore
 import Foundation
 
 /// A `Decodable` decoder over a `JSONTape`, for `DecodableResponseSerializer`: about twice as
@@ -8,28 +7,47 @@ import Foundation
 ///
 /// It gives `JSONDecoder`'s answer or none: whatever it cannot vouch for (`Date`, `Data`,
 /// `URL`, `Decimal`, `Float`, a number with a fraction or exponent read as an integer, a
-/// number out of range, `superDecoder`, text `JSONDecoder` reads leniently) makes the whole
-/// decoding unusable (`TapeContext.bailed`), and the serializer decodes again with
+/// number out of range, `superDecoder`, text `JSONDecoder` reads leniently or refuses) makes
+/// the whole decoding unusable (`TapeContext.bailed`), and the caller decodes again with
 /// `JSONDecoder`. A decoding error (a missing key, a type mismatch) also goes back to
 /// `JSONDecoder`, whose message the caller then gets. Only a value decoded without either is
 /// returned. Errors thrown inside a decode are `DecodingError`s shaped like `JSONDecoder`'s,
 /// for `init(from:)` code that catches them.
-enum TapeDecoding {
+///
+/// Text nested deeper than `JSON.maximumNestingDepth` is the exception: it is refused here,
+/// with the `JSONParsingError` that `JSON(parsing:)` throws for it, so that one limit holds
+/// for both.
+package enum TapeDecoding {
     /// `type` decoded from `data` as `decoder` would decode it, or nil when `JSONDecoder`
     /// must decide (see above). Only decoders with the default strategies for keys and
-    /// non-conforming floats, and without JSON5, are matched.
-    static func decode<T: Decodable>(_ type: T.Type, from data: Data, like decoder: JSONDecoder) -> T? {
+    /// non-conforming floats, and without JSON5, are matched. Throws only for text nested
+    /// deeper than `JSON.maximumNestingDepth`.
+    package static func decode<T: Decodable>(
+        _ type: T.Type, from data: Data, like decoder: JSONDecoder
+    ) throws(JSONParsingError) -> T? {
         guard case .useDefaultKeys = decoder.keyDecodingStrategy,
             case .throw = decoder.nonConformingFloatDecodingStrategy,
             !decoder.allowsJSON5, !decoder.assumesTopLevelDictionary
         else { return nil }
-        guard let tape = JSONTape.index(data) else { return nil }
+        let tape: JSONTape
+        do throws(JSONParsingError) {
+            tape = try JSONTape.index(data)
+        } catch {
+            if error.isNestingTooDeep { throw error }
+            return nil
+        }
+        // JSONDecoder refuses half a surrogate pair, which the tape reads as U+FFFD.
+        guard !tape.hasLoneSurrogates else { return nil }
         let userInfo = decoder.userInfo
         let context = TapeContext(tape: tape, userInfo: userInfo.isEmpty ? [:] : userInfo.mapValues { $0 as Any })
         guard let value = try? context.value(T.self, at: 0, path: .root), !context.bailed else { return nil }
         return value
     }
 }
+
+/// The tape decoder cannot vouch for the answer `JSONDecoder` would give: the caller decodes
+/// again with `JSONDecoder`.
+struct TapeDecodingUnsupported: Error {}
 
 /// The state one decoding shares between its decoders and containers.
 final class TapeContext {

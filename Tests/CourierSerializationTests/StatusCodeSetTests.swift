@@ -1,4 +1,4 @@
-import Courier
+import CourierSerialization
 import Testing
 
 /// `StatusCodeSet` fills ranges a word of its bitmap at a time; these compare every way of
