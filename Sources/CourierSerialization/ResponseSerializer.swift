@@ -149,24 +149,33 @@ public struct JSONResponseSerializer: ResponseSerializer {
     }
 }
 
-/// The body decoded into a `Decodable` type with `JSONDecoder`. An empty body (204, 205, `HEAD`)
-/// is accepted when `Value` conforms to ``EmptyResponse`` (``Empty``, `Optional`, `JSON`).
+/// The body decoded into a `Decodable` type, with a `JSONDecoder` by default or any
+/// ``DataDecoder``. An empty body (204, 205, `HEAD`) is accepted when `Value` conforms to
+/// ``EmptyResponse`` (``Empty``, `Optional`, `JSON`).
 ///
-/// Text nested deeper than `JSON.maximumNestingDepth` fails with the `JSONParsingError` that
-/// `JSON(parsing:)` throws for it (in the error's `underlyingError`).
+/// With a `JSONDecoder`, the values, errors and messages are that decoder's: Courier's own
+/// faster decoder answers first where it gives exactly the same answer, and the body is
+/// decoded again by the `JSONDecoder` for anything else. Text nested deeper than
+/// `JSON.maximumNestingDepth` fails with the `JSONParsingError` that `JSON(parsing:)` throws
+/// for it (in the error's `underlyingError`).
 public struct DecodableResponseSerializer<Value: Decodable & Sendable>: ResponseSerializer {
     /// The checks made before decoding.
     public var validation: ResponseValidation
-    /// The decoder; its strategies apply.
-    public var decoder: JSONDecoder
+    /// The decoder; a `JSONDecoder`'s strategies apply.
+    public var decoder: any DataDecoder {
+        get { choice.decoder }
+        set { choice = DecoderChoice(newValue) }
+    }
+    private var choice: DecoderChoice
 
-    /// Creates the serializer.
+    /// Creates the serializer; `decoder` is a `JSONDecoder` with the default strategies unless
+    /// given (a configured `JSONDecoder`, a `PropertyListDecoder`, or a ``DataDecoder`` of yours).
     public init(
-        _ type: Value.Type = Value.self, decoder: JSONDecoder = JSONDecoder(),
+        _ type: Value.Type = Value.self, decoder: any DataDecoder = JSONDecoder(),
         acceptableStatusCodes: some Sequence<Int> = 200..<300,
         acceptableContentTypes: Set<String>? = JSONResponseSerializer.defaultContentTypes
     ) {
-        self.decoder = decoder
+        choice = DecoderChoice(decoder)
         validation = ResponseValidation(
             acceptableStatusCodes: acceptableStatusCodes, acceptableContentTypes: acceptableContentTypes)
     }
@@ -174,7 +183,7 @@ public struct DecodableResponseSerializer<Value: Decodable & Sendable>: Response
     /// The serializer with `decoder` and `validation` as they are: what a manager makes for
     /// each call that decodes, with the default checks built once.
     package init(decoder: JSONDecoder, validation: ResponseValidation) {
-        self.decoder = decoder
+        choice = .json(decoder)
         self.validation = validation
     }
 
@@ -189,7 +198,7 @@ public struct DecodableResponseSerializer<Value: Decodable & Sendable>: Response
             return empty.emptyValue as! Value
         }
         do {
-            return try decoder.decodeTapeFirst(Value.self, from: response.data)
+            return try choice.decode(Value.self, from: response.data)
         } catch {
             throw .serializationFailed(
                 response.errorContext("Cannot decode \(Value.self): \(error)", underlying: decodingFailure(error)))

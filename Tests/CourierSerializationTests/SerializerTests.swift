@@ -3,9 +3,11 @@ import CourierJSON
 import CourierSerialization
 import Foundation
 import HTTPTypes
+import Synchronization
 import Testing
 
-/// Response serializers over responses made by hand (no server), and multipart forms.
+/// Response serializers over responses made by hand (no server), multipart forms, and the
+/// decoder seam of `DecodableResponseSerializer`.
 struct SerializerTests {
     /// A response with `body` and `Content-Type: type`.
     static func response(
@@ -77,6 +79,108 @@ struct SerializerTests {
         #expect(
             context?.underlyingError as? JSONParsingError == JSONParsingError(offset: 3, reason: "unexpected character")
         )
+    }
+
+    // MARK: The decoder seam
+
+    struct Account: Decodable, Equatable, Sendable {
+        var userName: String
+        var createdAt: Date
+    }
+
+    /// A configured `JSONDecoder` is used as it is: its strategies apply (the tape decoder,
+    /// which knows only the defaults, leaves it alone).
+    @Test func aConfiguredJSONDecoderIsHonoured() throws {
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        decoder.dateDecodingStrategy = .secondsSince1970
+        let body = #"{"user_name": "ben", "created_at": 86400}"#
+        let expected = Account(userName: "ben", createdAt: Date(timeIntervalSince1970: 86400))
+        #expect(
+            try DecodableResponseSerializer(Account.self, decoder: decoder).serialize(Self.response(body)) == expected)
+        // Set afterwards, too.
+        var serializer = DecodableResponseSerializer(Account.self)
+        #expect(throws: CourierError.self) { try serializer.serialize(Self.response(body)) }
+        serializer.decoder = decoder
+        #expect((serializer.decoder as? JSONDecoder) === decoder)
+        #expect(try serializer.serialize(Self.response(body)) == expected)
+    }
+
+    /// A `DataDecoder` of one's own: lines of `name=value`, which no JSON decoder reads.
+    final class FieldsDecoder: DataDecoder {
+        let calls = Mutex(0)
+
+        func decode<D: Decodable>(_ type: D.Type, from data: Data) throws -> D {
+            calls.withLock { $0 += 1 }
+            var object: [String: JSON] = [:]
+            for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
+                guard let equals = line.firstIndex(of: "=") else { throw FieldsError(line: String(line)) }
+                object[String(line[..<equals])] = .string(String(line[line.index(after: equals)...]))
+            }
+            return try JSON.object(object).decode(D.self)
+        }
+    }
+
+    struct FieldsError: Error, CustomStringConvertible {
+        var line: String
+        var description: String { "no '=' in \(line)" }
+    }
+
+    struct Pair: Decodable, Equatable, Sendable {
+        var a: String
+        var b: String
+    }
+
+    @Test func aDataDecoderOfOnesOwnDecodesEveryBody() throws {
+        let decoder = FieldsDecoder()
+        let serializer = DecodableResponseSerializer(
+            Pair.self, decoder: decoder, acceptableContentTypes: ["text/plain"])
+        #expect(try serializer.serialize(Self.response("a=1\nb=two", type: "text/plain")) == Pair(a: "1", b: "two"))
+        #expect(decoder.calls.withLock { $0 } == 1)
+        // Even a body that is JSON goes to it, and its error is the serializer's.
+        let context = Self.serializationFailure {
+            _ = try serializer.serialize(Self.response(#"{"a": "1", "b": "2"}"#, type: "text/plain"))
+        }
+        #expect(decoder.calls.withLock { $0 } == 2)
+        #expect(context?.message == #"Cannot decode Pair: no '=' in {"a": "1", "b": "2"}"#)
+        #expect((context?.underlyingError as? DecodingFailure)?.description == #"no '=' in {"a": "1", "b": "2"}"#)
+        #expect(serializer.decoder is FieldsDecoder)
+    }
+
+    @Test func aPropertyListDecoderIsADataDecoder() throws {
+        struct Settings: Codable, Equatable, Sendable {
+            var volume: Int
+            var name: String
+        }
+        let encoder = PropertyListEncoder()
+        encoder.outputFormat = .xml
+        let body = try encoder.encode(Settings(volume: 7, name: "x"))
+        let serializer = DecodableResponseSerializer(
+            Settings.self, decoder: PropertyListDecoder(), acceptableContentTypes: ["application/x-plist"])
+        #expect(
+            try serializer.serialize(Self.response(body, type: "application/x-plist")) == Settings(volume: 7, name: "x")
+        )
+    }
+
+    /// The default decoder gives JSONDecoder's values and errors.
+    @Test func theDefaultDecoderGivesJSONDecodersAnswers() throws {
+        let serializer = DecodableResponseSerializer(Pair.self)
+        #expect(serializer.decoder is JSONDecoder)
+        #expect(try serializer.serialize(Self.response(#"{"a": "1", "b": "2", "a": "3"}"#)) == Pair(a: "1", b: "2"))
+        // Text JSONDecoder reads leniently (a trailing comma), JSON(parsing:) does not: the
+        // serializer gives JSONDecoder's answer.
+        let lenient = #"{"a": "1", "b": "2",}"#
+        #expect(throws: JSONParsingError(offset: 20, reason: "expected a key")) { try JSON(parsing: lenient) }
+        #expect(try serializer.serialize(Self.response(lenient)) == Pair(a: "1", b: "2"))
+        // Errors are JSONDecoder's, for text that is not JSON too.
+        for body in [#"{"a": "1"}"#, #"{"a": "1", "b": 2}"#, "[1,]", #"{"a": "1", "b": "2""#, "nul"] {
+            let reference = #expect(throws: DecodingError.self) {
+                try JSONDecoder().decode(Pair.self, from: Data(body.utf8))
+            }
+            let context = Self.serializationFailure { _ = try serializer.serialize(Self.response(body)) }
+            #expect(context?.message == "Cannot decode Pair: \(reference.map { "\($0)" } ?? "")", "\(body)")
+            #expect((context?.underlyingError as? DecodingFailure)?.description == reference.map { "\($0)" })
+        }
     }
 
     // MARK: One depth limit
