@@ -35,6 +35,11 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // JSON(parsing:) on its own, no network: a 348-byte object and an 87 KB array of them.
+        .executableTarget(
+            name: "bench-json",
+            dependencies: [.product(name: "Courier", package: "Courier")]
+        ),
         .executableTarget(
             name: "bench-ahc",
             dependencies: [

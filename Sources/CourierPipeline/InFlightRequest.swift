@@ -32,9 +32,11 @@ final class InFlightRequest {
     let started: ContinuousClock.Instant?
     /// The attempt under way, from 1.
     var number = 1
-    /// The attempt's request as adapted (the prepared one until the first is adapted).
-    var sent: HTTPRequest
-    /// The attempt's response once it has one (serialization may still refuse it).
+    /// The attempt's request as adapted, when anything adapted or heard of it.
+    private var adaptedHead: HTTPRequest?
+    /// The attempt's request as adapted (the prepared one, when nothing adapts it).
+    var sent: HTTPRequest { adaptedHead ?? prepared.head }
+    /// The attempt's response, when serialization refused it.
     var answered: RawResponse?
     /// What the sink asked the next attempt to add (a download's `Range` and `If-Range`).
     var continuation = HTTPFields()
@@ -55,8 +57,12 @@ final class InFlightRequest {
         self.retryable = retryable
         self.requestID = requestID
         self.started = started
-        self.sent = prepared.head
     }
+
+    /// Whether anything adapts the attempt's request or hears of it (interceptors, the hooks,
+    /// observers, fields for the sink); when nothing does, the prepared head goes as it is,
+    /// without an async call (Architecture.md, "What a request costs").
+    var isAdapted: Bool { started != nil || hooks.runsHooks || observers != nil || !continuation.isEmpty }
 
     /// What interceptors are told of the attempt; nil when none apply.
     var context: RequestContext? {
@@ -67,7 +73,7 @@ final class InFlightRequest {
     func adapted(_ head: HTTPRequest) -> HTTPRequest {
         var head = head
         for field in continuation { head.headerFields[field.name] = field.value }
-        sent = head
+        adaptedHead = head
         observers?.adapted(head, attempt: number)
         return head
     }
@@ -79,23 +85,25 @@ final class InFlightRequest {
         return await sink.prepareAnotherAttempt()
     }
 
-    /// Takes the attempt's response: its transactions numbered after the earlier attempts',
-    /// kept as the attempt's answer, then `serialize`d (a `CourierError` it throws carries the
-    /// response's metrics).
+    /// The transactions of a retry's response numbered, after the earlier attempts'.
     @inline(never)
-    func accept(_ raw: RawResponse, _ serialize: (RawResponse) throws -> Void) throws -> RawResponse {
-        var raw = raw
-        if number > 1 {
-            for index in raw.metrics.transactions.indices { raw.metrics.transactions[index].attempt = number }
-            raw.metrics.transactions = history + raw.metrics.transactions
-        }
-        answered = raw
+    func number(_ raw: inout RawResponse) {
+        guard number > 1 else { return }
+        for index in raw.metrics.transactions.indices { raw.metrics.transactions[index].attempt = number }
+        raw.metrics.transactions = history + raw.metrics.transactions
+    }
+
+    /// `serialize(raw)`; a response it refuses is kept as the attempt's answer (for the
+    /// failure's metrics), and a `CourierError` it throws carries the response's metrics.
+    @inline(never)
+    func accept(_ raw: RawResponse, _ serialize: (RawResponse) throws -> Void) throws {
         do {
             try serialize(raw)
-        } catch let error as CourierError where error.context.metrics == nil {
-            throw error.withContext { $0.metrics = raw.metrics }
+        } catch {
+            answered = raw
+            guard let failure = error as? CourierError, failure.context.metrics == nil else { throw error }
+            throw failure.withContext { $0.metrics = raw.metrics }
         }
-        return raw
     }
 
     /// A failed attempt's transactions added to `history` (its response's when serialization

@@ -75,7 +75,8 @@ package final class RequestPipeline: Sendable {
         let request = begin(prepared, hooks: hooks, reporters: reporters, sink: sink, register: register)
         while true {
             do {
-                let raw = try request.accept(try await attempt(request), serialize)
+                let raw = try await attempt(request)
+                try request.accept(raw, serialize)
                 await request.observers?.finished(raw)
                 return raw
             } catch {
@@ -111,8 +112,9 @@ package final class RequestPipeline: Sendable {
     /// manager's `process(_:)`.
     @inline(never)
     private func attempt(_ request: InFlightRequest) async throws -> RawResponse {
-        let raw: RawResponse
-        switch try plan(request, adapted: try await adapt(request)) {
+        var raw: RawResponse
+        let adapted = request.isAdapted ? try await adapt(request) : request.prepared.head
+        switch try plan(request, adapted: adapted) {
         case .answered(let answer):
             raw = answer.response
         case .send(let attempt):
@@ -124,10 +126,14 @@ package final class RequestPipeline: Sendable {
                 raw = try attempt.recover(from: error)
             }
         }
+        request.number(&raw)
+        // Returned as it is, not through `process`: that would copy it (twenty retains).
+        guard request.hooks.runsHooks else { return raw }
         return try await process(raw, request.hooks)
     }
 
-    /// The attempt's request: adapted, with the fields the sink asked for, announced.
+    /// The attempt's request: adapted by interceptors and the hooks, with the fields the sink
+    /// asked for, announced.
     @inline(never)
     private func adapt(_ request: InFlightRequest) async throws -> HTTPRequest {
         let prepared = request.prepared
@@ -136,10 +142,10 @@ package final class RequestPipeline: Sendable {
                 prepared, hooks: request.hooks, context: request.context, chain: prepared.call.options.chain))
     }
 
-    /// The manager's `process(_:)`, when it has one.
+    /// The manager's `process(_:)`.
     @inline(never)
     private func process(_ raw: RawResponse, _ hooks: any SessionHooks) async throws -> RawResponse {
-        hooks.runsHooks ? try await hooks.process(raw) : raw
+        try await hooks.process(raw)
     }
 
     /// After a 401 or 407: the transfer once more with the credentials the challenge asks for,

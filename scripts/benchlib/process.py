@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -33,11 +34,22 @@ def run_measured(
     argv: Sequence[str], *, stdout: Path, stderr: Path, env: Mapping[str, str] | None = None,
     append_stderr: bool = False,
 ) -> Finished:
-    """Runs `argv` with its output in files; waits with wait4 for its CPU time."""
-    child_env = dict(os.environ)
-    child_env.update(env or {})
+    """Runs `argv` with its output in files; waits with wait4 for its CPU time.
+
+    Each run gets an empty `XDG_CACHE_HOME` of its own (unless `env` names one): a default
+    session keeps its HTTP cache and cookies there, under the process's name, and entries left
+    by an earlier run (of another row, or a server that allowed caching) would make one
+    client's requests consult a cache that another client's, named differently, never sees."""
+    with tempfile.TemporaryDirectory(prefix="bench-cache-") as cache_home:
+        child_env = dict(os.environ)
+        child_env["XDG_CACHE_HOME"] = cache_home
+        child_env.update(env or {})
+        return _run(argv, stdout=stdout, stderr=stderr, env=child_env, append_stderr=append_stderr)
+
+
+def _run(argv: Sequence[str], *, stdout: Path, stderr: Path, env: dict[str, str], append_stderr: bool) -> Finished:
     with open(stdout, "wb") as out, open(stderr, "ab" if append_stderr else "wb") as err:
-        process = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=child_env)
+        process = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
     try:
         _, wait_status, usage = os.wait4(process.pid, 0)
     except BaseException:
