@@ -64,6 +64,12 @@ import Testing
 
     /// The flood route's count of body bytes the kernel took, once it has stopped moving (a
     /// client that stopped reading stalls it): polled every 100 ms, 10 s at most.
+    /// The lines of a flood (4 KiB each): 128 MiB, four times what the kernel's buffers may take
+    /// on the way. Linux grows a loopback connection's receive buffer up to `tcp_rmem`'s
+    /// maximum (32 MiB on the CI machine) while the client reads fast, and the server's send
+    /// buffer holds 4 MiB more: a 32 MiB flood could all be "sent" to a client that had stopped.
+    static let floodLines = 32_768
+
     static func bytesSentOnceStalled(_ name: String) async throws -> Int {
         var sent = -1
         for _ in 0..<100 {
@@ -186,8 +192,9 @@ import Testing
         }
         let api = try await faultManager()
         let name = "flood-\(UUID().uuidString.prefix(8))"
-        let total = 8192 * 4096
-        var lines = api.bytes(.get, "ndjson-flood/\(name)").jsonLines(as: Line.self).makeAsyncIterator()
+        let total = Self.floodLines * 4096
+        var lines = api.bytes(.get, "ndjson-flood/\(name)?lines=\(Self.floodLines)").jsonLines(as: Line.self)
+            .makeAsyncIterator()
         #expect(try await lines.next()?.i == 0)
         let sent = try await Self.bytesSentOnceStalled(name)
         #expect(sent > 0 && sent < total / 2, "the server sent \(sent) of \(total) bytes")
@@ -199,7 +206,7 @@ import Testing
             }
             next += 1
         }
-        #expect(next == 8192)
+        #expect(next == Self.floodLines)
         #expect(try await RetryTests.stats(name)["bytesSent"].intValue == total)
     }
 
@@ -209,9 +216,10 @@ import Testing
         struct Line: Decodable, Sendable { var i: Int }
         let api = try await faultManager()
         let name = "flood-sse-\(UUID().uuidString.prefix(8))"
-        let total = 8192 * 4096
+        let total = Self.floodLines * 4096
         var events = api.events(
-            .get, "ndjson-flood/\(name)?sse=1", streamOptions: EventStreamOptions(reconnection: .never)
+            .get, "ndjson-flood/\(name)?sse=1&lines=\(Self.floodLines)",
+            streamOptions: EventStreamOptions(reconnection: .never)
         ).decoding(Line.self).makeAsyncIterator()
         #expect(try await events.next()?.i == 0)
         let sent = try await Self.bytesSentOnceStalled(name)
@@ -224,7 +232,7 @@ import Testing
             }
             next += 1
         }
-        #expect(next == 8192)
+        #expect(next == Self.floodLines)
     }
 
     // MARK: Hostile servers
@@ -345,7 +353,8 @@ import Testing
         struct Line: Decodable, Sendable { var i: Int }
         let api = try await faultManager()
         let name = "flood-stop-\(UUID().uuidString.prefix(8))"
-        for try await line in api.bytes(.get, "ndjson-flood/\(name)").jsonLines(as: Line.self) where line.i == 3 {
+        let path = "ndjson-flood/\(name)?lines=\(Self.floodLines)"
+        for try await line in api.bytes(.get, path).jsonLines(as: Line.self) where line.i == 3 {
             break
         }
         let group = try EngineGroupTests.group(api)
@@ -355,7 +364,7 @@ import Testing
         }
         #expect(group.engines.allSatisfy { $0.load == 0 })
         let sent = try await RetryTests.stats(name)["bytesSent"].intValue ?? 0
-        #expect(sent < 8192 * 4096)
+        #expect(sent < Self.floodLines * 4096)
     }
 
     /// Cancelling the task that reads a model's answer (a "stop" button) ends it with
