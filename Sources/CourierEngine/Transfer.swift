@@ -4,7 +4,6 @@ import CourierStorage
 import CourierTransport
 import Foundation
 import HTTPTypes
-import Synchronization
 
 /// One transfer: its lifecycle (shared by the caller's side and the engine thread) and the
 /// state libcurl's callbacks fill in (engine thread only).
@@ -99,7 +98,7 @@ final class Transfer: @unchecked Sendable {
     let firstRequest: HTTPRequest
     /// The request of the current hop once a redirect was followed (nil before): written on
     /// the engine thread, read by task lists on any thread.
-    private let redirectedRequest = Mutex<HTTPRequest?>(nil)
+    private let redirectedRequest = Locked<HTTPRequest?>(nil)
 
     var currentRequest: HTTPRequest { redirectedRequest.withLock { $0 } ?? firstRequest }
 

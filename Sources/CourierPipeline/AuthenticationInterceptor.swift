@@ -1,7 +1,6 @@
 @_spi(CourierInternals) import CourierCore
 import Foundation
 import HTTPTypes
-import Synchronization
 
 /// A bearer credential: an access token, and what its refresh needs.
 public struct BearerCredential: Sendable, Hashable {
@@ -62,7 +61,7 @@ public final class AuthenticationInterceptor: RequestInterceptor {
     /// The most refreshes within ``refreshWindow``.
     public let maximumRefreshes: Int
     private let refresh: @Sendable (BearerCredential?) async throws -> BearerCredential
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     private struct State {
         var credential: BearerCredential?
@@ -86,7 +85,7 @@ public final class AuthenticationInterceptor: RequestInterceptor {
         self.refreshWindow = refreshWindow
         self.maximumRefreshes = maximumRefreshes
         self.refresh = refresh
-        self.state = Mutex(State(credential: credential))
+        self.state = Locked(State(credential: credential))
     }
 
     /// The current credential (for example to save it).

@@ -38,7 +38,7 @@ package final class SessionObservability: Sendable {
     private let metrics: MetricsChoice
     /// The metric objects of the last bootstrapped factory seen (a class instance), so that
     /// they are made once rather than per request.
-    private let systemMetrics = Mutex<SessionMetrics?>(nil)
+    private let systemMetrics = Locked<SessionMetrics?>(nil)
 
     /// A session's choices: nil for the process's bootstrapped tracer or factory, a
     /// `NoOpTracer` or `NOOPMetricsHandler` to turn tracing or metrics off.
@@ -156,7 +156,7 @@ package final class SessionMetrics: Sendable {
     let bytesSent: Counter
     let bytesReceived: Counter
     let activeRequests: Meter
-    private let made = Mutex(Made())
+    private let made = Locked(Made())
 
     init(factory: any MetricsFactory) {
         self.factory = factory
@@ -221,7 +221,7 @@ package final class RequestObservation: Sendable {
     /// Spans begun for the request's sends so far (each attempt's, each redirect hop's, each
     /// challenge answer's): the next one's `http.request.resend_count`.
     private let sends = Atomic<Int>(0)
-    private let tally = Mutex(Tally())
+    private let tally = Locked(Tally())
 
     init(
         _ head: HTTPRequest, tracer: (any Tracer)?, propagator: (any Instrument)?, metrics: SessionMetrics?
@@ -330,7 +330,7 @@ package final class RequestObservation: Sendable {
 package final class AttemptObservation: Sendable {
     let request: RequestObservation
     /// The span of the send in progress; nil once it ended, or when only metrics record.
-    private let hop = Mutex<(any Span)?>(nil)
+    private let hop = Locked<(any Span)?>(nil)
 
     init(_ request: RequestObservation) {
         self.request = request

@@ -2,7 +2,6 @@
 import CourierStorage
 import Foundation
 import HTTPTypes
-import Synchronization
 
 /// Retries failed requests with exponential backoff, as an interceptor. Off unless you add it:
 ///
@@ -171,13 +170,13 @@ public final class RetryBudget: Sendable {
     public let maximumTokens: Double
     /// What each request adds.
     public let tokensPerRequest: Double
-    private let tokens: Mutex<Double>
+    private let tokens: Locked<Double>
 
     /// A bucket of `maximumTokens` (at least 1), full.
     public init(maximumTokens: Double = 10, tokensPerRequest: Double = 0.1) {
         self.maximumTokens = max(1, maximumTokens)
         self.tokensPerRequest = tokensPerRequest
-        self.tokens = Mutex(max(1, maximumTokens))
+        self.tokens = Locked(max(1, maximumTokens))
     }
 
     /// The tokens left.

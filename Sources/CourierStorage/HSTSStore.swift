@@ -17,7 +17,7 @@ package final class HSTSStore: Sendable {
         var includesSubdomains: Bool
     }
 
-    private let entries: Mutex<[String: Entry]>
+    private let entries: Locked<[String: Entry]>
     /// Whether any entry exists: the request path reads this, not the lock.
     private let populated = Atomic<Bool>(false)
     private let file: URL?
@@ -36,7 +36,7 @@ package final class HSTSStore: Sendable {
                 if !host.isEmpty, !Self.isIPAddress(host) { loaded[host] = entry }
             }
         }
-        entries = Mutex(loaded)
+        entries = Locked(loaded)
         populated.store(!loaded.isEmpty, ordering: .relaxed)
     }
 

@@ -1,7 +1,6 @@
 import CCourierSystem
 @_spi(CourierInternals) import CourierCore
 import Foundation
-import Synchronization
 
 /// A network interface of the system, as the kernel names it.
 public struct NetworkInterface: Sendable, Hashable, CustomStringConvertible {
@@ -173,7 +172,7 @@ final class PathEvents: Sendable {
         var subscribers: [UInt64: AsyncStream<Void>.Continuation] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// A stream of nudges, one (coalesced) after each batch of reports; the socket is opened
     /// before this returns, so no change after it is missed. Without netlink (a sandbox that

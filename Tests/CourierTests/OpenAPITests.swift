@@ -129,16 +129,18 @@ import Testing
         let call = Task { try await client.holdBody(body: .binary(body)) }
         // The server reads none of the body: once the socket's buffers and the 1 MiB the
         // bridge keeps are full, the source is not read any further. Wait until reading has
-        // started, then until it has stood still for 500 ms (60 s at most each: on a loaded
-        // machine, under a sanitizer, the pump's task waits for a thread and the buffers take a
-        // while to fill).
-        let deadline = ContinuousClock.now + .seconds(60)
+        // started, then until it has stood still for 500 ms (two minutes at most each, counted
+        // apart: on a loaded machine, under a sanitizer, the pump's task waits for a thread and
+        // the buffers take a while to fill; a run of the whole suite under ThreadSanitizer was
+        // still filling them at 4 MB when one shared deadline ran out).
+        let deadline = ContinuousClock.now + .seconds(120)
         while source.produced.load(ordering: .relaxed) == 0, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
         }
         var produced = source.produced.load(ordering: .relaxed)
         var stoodStill = false
-        while !stoodStill, ContinuousClock.now < deadline + .seconds(60) {
+        let fillDeadline = ContinuousClock.now + .seconds(120)
+        while !stoodStill, ContinuousClock.now < fillDeadline {
             try await Task.sleep(for: .milliseconds(500))
             let now = source.produced.load(ordering: .relaxed)
             stoodStill = now == produced
