@@ -17,6 +17,15 @@ final class Transfer: @unchecked Sendable {
         var machine = TransferStateMachine()
         var result: Published?
         var waiters: [UnsafeContinuation<TransferOutput, any Error>] = []
+        /// The request of the current hop once a redirect was followed (nil before): written
+        /// on the engine thread, read by task lists on any thread. By reference, as `result`.
+        var redirected: Redirected?
+    }
+
+    /// The request a redirect led to, by reference: most transfers follow none.
+    private final class Redirected: Sendable {
+        let request: HTTPRequest
+        init(_ request: HTTPRequest) { self.request = request }
     }
 
     /// The result, by reference: a transfer spends its life without one, and held inline it
@@ -96,15 +105,13 @@ final class Transfer: @unchecked Sendable {
     let errorBuffer: UnsafeMutablePointer<CChar>
     /// The request of the first hop.
     let firstRequest: HTTPRequest
-    /// The request of the current hop once a redirect was followed (nil before): written on
-    /// the engine thread, read by task lists on any thread.
-    private let redirectedRequest = Locked<HTTPRequest?>(nil)
-
-    var currentRequest: HTTPRequest { redirectedRequest.withLock { $0 } ?? firstRequest }
+    /// The request of the current hop: the first, or the one the last redirect led to.
+    var currentRequest: HTTPRequest { lifecycle.withLock { $0.redirected?.request } ?? firstRequest }
 
     /// Notes the request of the hop a redirect leads to. Engine thread.
     func noteRedirect(to request: HTTPRequest) {
-        redirectedRequest.withLock { $0 = request }
+        let redirected = Redirected(request)
+        lifecycle.withLock { $0.redirected = redirected }
     }
 
     init(
