@@ -293,7 +293,8 @@ extension RequestPipeline {
     func revalidateInBackground(_ call: InFlightRequest, adapted: HTTPRequest) {
         let revalidation = InFlightRequest(
             call.prepared, hooks: call.hooks, reporters: nil, sink: nil, register: nil, observers: nil,
-            retryable: false, requestID: lastRequestID.add(1, ordering: .relaxed).newValue, started: nil)
+            chain: call.chain, retryable: false, requestID: lastRequestID.add(1, ordering: .relaxed).newValue,
+            started: nil)
         Task {
             guard case .send(let attempt) = try self.plan(revalidation, adapted: adapted, inBackground: true) else {
                 return

@@ -22,6 +22,8 @@ final class InFlightRequest {
     let register: (@Sendable (any TransportTransfer) -> Void)?
     /// Nil when nothing observes the request (no monitor, no span, no metrics).
     let observers: RequestObservers?
+    /// The call's own interceptors, its retry policy first (the session's are the pipeline's).
+    let chain: [any RequestInterceptor]
     /// Whether a failed attempt may be tried again: interceptors apply, its body can be sent
     /// again, and its sink can take another response.
     let retryable: Bool
@@ -46,7 +48,8 @@ final class InFlightRequest {
     init(
         _ prepared: PreparedRequest, hooks: any SessionHooks, reporters: TransferReporters?,
         sink: (any ResponseSink)?, register: (@Sendable (any TransportTransfer) -> Void)?,
-        observers: RequestObservers?, retryable: Bool, requestID: UInt64, started: ContinuousClock.Instant?
+        observers: RequestObservers?, chain: [any RequestInterceptor], retryable: Bool, requestID: UInt64,
+        started: ContinuousClock.Instant?
     ) {
         self.prepared = prepared
         self.hooks = hooks
@@ -54,6 +57,7 @@ final class InFlightRequest {
         self.sink = sink
         self.register = register
         self.observers = observers
+        self.chain = chain
         self.retryable = retryable
         self.requestID = requestID
         self.started = started

@@ -55,26 +55,25 @@ package final class SessionObservability: Sendable {
         }
     }
 
-    /// Whether a request would be recorded (see `observe(_:)`): with nothing bootstrapped and
-    /// nothing configured, two task-local reads, two reader locks and two type checks.
-    @inline(never)
+    /// Whether a request would be recorded (see `observe(_:)`), without starting anything.
     package func records() -> Bool {
-        switch tracer {
-        case .tracer: return true
-        case .system where Self.systemInstrument() != nil: return true
-        case .system, .off: break
-        }
-        switch metrics {
-        case .session: return true
-        case .system: return Self.systemFactory() != nil
-        case .off: return false
-        }
+        let recorders = recorders()
+        return recorders.tracer != nil || recorders.metrics != nil
     }
 
     /// What records `head`'s request (its span is started, the in-flight meter raised), or nil
-    /// when nothing would be recorded.
+    /// when nothing would be recorded: with nothing bootstrapped and nothing configured, two
+    /// task-local reads, two reader locks and two type checks.
     @inline(never)
     package func observe(_ head: HTTPRequest) -> RequestObservation? {
+        let (tracer, propagator, metrics) = recorders()
+        guard tracer != nil || metrics != nil else { return nil }
+        return RequestObservation(head, tracer: tracer, propagator: propagator, metrics: metrics)
+    }
+
+    /// The tracer that records a request now (with the instrument that injects its context)
+    /// and the metrics; nil for each that does not record.
+    private func recorders() -> (tracer: (any Tracer)?, propagator: (any Instrument)?, metrics: SessionMetrics?) {
         let tracer: (any Tracer)?
         let propagator: (any Instrument)?
         switch self.tracer {
@@ -94,8 +93,7 @@ package final class SessionObservability: Sendable {
         case .session(let sessionMetrics): metrics = sessionMetrics
         case .system: metrics = Self.systemFactory().map(systemMetrics(for:))
         }
-        guard tracer != nil || metrics != nil else { return nil }
-        return RequestObservation(head, tracer: tracer, propagator: propagator, metrics: metrics)
+        return (tracer, propagator, metrics)
     }
 
     /// `InstrumentationSystem`'s instrument (the task's, or the bootstrapped one), unless it is

@@ -46,6 +46,20 @@ package final class RequestObservers: TransferObserver {
         monitors?.emit(requestID, .retryDecided(attempt: attempt, error: error, decision: decision))
     }
 
+    /// A WebSocket's handshake was answered (`101`).
+    func webSocketOpened(_ opening: WebSocketOpening) {
+        monitors?.emit(
+            requestID, .webSocketOpened(opening.request, opening.response, subprotocol: opening.subprotocol))
+    }
+
+    /// A WebSocket opened for `handshake` ended: with the close frame it had, if any, or an
+    /// error.
+    func webSocketClosed(_ handshake: HTTPRequest, closure: WebSocketClosure?, error: (any Error)?) {
+        monitors?.emit(
+            requestID,
+            .webSocketClosed(handshake, code: closure?.code, reason: closure?.reason ?? "", error: error))
+    }
+
     /// The spans of one attempt, its context injected into `request`'s head; nil without a
     /// tracer or metrics.
     func attempt(for request: inout TransferRequest) -> AttemptObservation? {

@@ -92,7 +92,8 @@ package final class RequestPipeline: Sendable {
         _ prepared: PreparedRequest, hooks: any SessionHooks, reporters: TransferReporters?,
         sink: (any ResponseSink)?, register: (@Sendable (any TransportTransfer) -> Void)?
     ) -> InFlightRequest {
-        let interceptorsApply = !interceptors.isEmpty || !prepared.call.options.chain.isEmpty
+        let chain = prepared.call.options.chain
+        let interceptorsApply = !interceptors.isEmpty || !chain.isEmpty
         let observation = observability.observe(prepared.head)
         let numbered = interceptorsApply || monitors != nil || observation != nil
         let requestID = numbered ? lastRequestID.add(1, ordering: .relaxed).newValue : 0
@@ -104,7 +105,7 @@ package final class RequestPipeline: Sendable {
             interceptorsApply && (sink?.takesAnotherAttempt ?? true) && (prepared.body?.isReplayable ?? true)
         return InFlightRequest(
             prepared, hooks: hooks, reporters: reporters, sink: sink, register: register, observers: observers,
-            retryable: retryable, requestID: requestID, started: interceptorsApply ? .now : nil)
+            chain: chain, retryable: retryable, requestID: requestID, started: interceptorsApply ? .now : nil)
     }
 
     /// One attempt: adapted; answered from the cache, or sent (once more after an
@@ -139,7 +140,7 @@ package final class RequestPipeline: Sendable {
         let prepared = request.prepared
         return request.adapted(
             try await adapt(
-                prepared, hooks: request.hooks, context: request.context, chain: prepared.call.options.chain))
+                prepared, hooks: request.hooks, context: request.context, chain: request.chain))
     }
 
     /// The manager's `process(_:)`.
@@ -212,7 +213,7 @@ package final class RequestPipeline: Sendable {
     /// The call's interceptors first, then the session's: the first that retries decides.
     private func retryDecision(_ error: any Error, _ request: InFlightRequest) async -> RetryDecision {
         guard let context = request.context else { return .doNotRetry }
-        for interceptor in request.prepared.call.options.chain + interceptors {
+        for interceptor in request.chain + interceptors {
             let decision = await interceptor.retry(request.sent, dueTo: error, context: context)
             if decision != .doNotRetry { return decision }
         }

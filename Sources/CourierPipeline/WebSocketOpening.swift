@@ -16,7 +16,8 @@ extension RequestPipeline {
         _ prepared: PreparedRequest, hooks: any SessionHooks, parameters: WebSocketParameters
     ) async throws -> (channel: any WebSocketChannel, opening: WebSocketOpening) {
         let requestID = lastRequestID.add(1, ordering: .relaxed).newValue
-        monitors?.emit(requestID, .created(prepared.head))
+        let observers = monitors.map { RequestObservers(requestID: requestID, monitors: $0, observation: nil) }
+        observers?.created(prepared.head)
         let context = RequestContext(requestID: requestID, attempt: 1, firstAttemptStarted: .now)
         var adapted = prepared.head
         do {
@@ -26,7 +27,7 @@ extension RequestPipeline {
             {
                 adapted.url = upgraded
             }
-            monitors?.emit(requestID, .adapted(adapted, attempt: 1))
+            observers?.adapted(adapted, attempt: 1)
             let urlString = try RequestBuilding.urlString(of: adapted)
             let stored = storedCredentials(for: urlString)
             let credential =
@@ -39,27 +40,21 @@ extension RequestPipeline {
                 head: adapted, urlString: urlString, body: nil, options: options(for: prepared.call))
             request.proxyCredential = stored.proxy
             var parameters = parameters
-            if let monitors {
+            if let observers {
                 let handshake = adapted
                 parameters.onEnd = { result, closure in
                     var error: (any Error)?
                     if case .failure(let failure) = result { error = failure }
-                    monitors.emit(
-                        requestID,
-                        .webSocketClosed(
-                            handshake, code: closure?.code, reason: closure?.reason ?? "", error: error))
+                    observers.webSocketClosed(handshake, closure: closure, error: error)
                 }
             }
             let channel = transport.makeWebSocket(request, parameters: parameters)
-            monitors?.emit(requestID, .attemptStarted(adapted, attempt: 1))
+            observers?.attemptStarted(adapted, attempt: 1)
             let opening = try await channel.open()
-            monitors?.emit(
-                requestID, .webSocketOpened(opening.request, opening.response, subprotocol: opening.subprotocol))
+            observers?.webSocketOpened(opening)
             return (channel, opening)
         } catch {
-            if let monitors, !(error is CancellationError) {
-                await monitors.emitFailed(requestID, adapted, error, attempts: 1)
-            }
+            await observers?.failed(adapted, error, attempts: 1, cancelled: error is CancellationError)
             throw error
         }
     }
