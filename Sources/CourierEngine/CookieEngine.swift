@@ -4,6 +4,7 @@ import CourierStorage
 import CourierTransport
 import Foundation
 import Logging
+import Synchronization
 
 /// libcurl's cookie engine for one session: a share handle (`CURL_LOCK_DATA_COOKIE`, with TLS
 /// sessions and DNS answers) that the easy handles of the session's transfers that handle
@@ -30,6 +31,10 @@ package final class CookieEngine: @unchecked Sendable {
     /// The jar's text as this engine last wrote (or read) it.
     private var lastWritten: String?
     private let policy: CookieAcceptPolicy
+    /// Whether a cookie may be in the jar: set by every store and by every response head with
+    /// `Set-Cookie` (libcurl stores those itself), cleared by `removeAll`. While it is false, a
+    /// request's `Cookie` header is known to be empty without reading the jar.
+    private let mayHoldCookies = Atomic<Bool>(false)
 
     private let logger: Logger?
 
@@ -102,6 +107,7 @@ package final class CookieEngine: @unchecked Sendable {
     }
 
     private func store(_ cookie: Cookie) {
+        mayHoldCookies.store(true, ordering: .releasing)
         gate.withLock {
             guard !closed else { return }
             courier_easy_setopt_string(utility, CURLOPT_COOKIELIST, cookie.netscapeLine)
@@ -138,7 +144,21 @@ package final class CookieEngine: @unchecked Sendable {
         gate.withLock {
             guard !closed else { return }
             courier_easy_setopt_string(utility, CURLOPT_COOKIELIST, "ALL")
+            mayHoldCookies.store(false, ordering: .releasing)
         }
+    }
+
+    /// A response head with `Set-Cookie` arrived for a transfer that handles cookies: libcurl
+    /// may have stored one. Engine thread; an atomic store.
+    func responseMaySetCookies() {
+        mayHoldCookies.store(true, ordering: .releasing)
+    }
+
+    /// The `Cookie` header a request to `url` carries (see `Cookie.requestHeader`); nil without
+    /// reading the jar while no cookie was ever stored.
+    package func requestHeader(for url: URL) -> String? {
+        guard mayHoldCookies.load(ordering: .acquiring) else { return nil }
+        return Cookie.requestHeader(for: url, from: all)
     }
 
     // MARK: After a response

@@ -84,6 +84,11 @@ package final class EngineGroup: Transport {
         work(ended.load(ordering: .acquiring) ? nil : shares.cookies)
     }
 
+    package func cookieHeader(for url: URL) -> String? {
+        guard let cookies = shares.cookies, !ended.load(ordering: .acquiring) else { return nil }
+        return cookies.requestHeader(for: url)
+    }
+
     package func shutdown() {
         guard !ended.exchange(true, ordering: .acquiringAndReleasing) else { return }
         for engine in engines { engine.shutdown() }

@@ -58,6 +58,7 @@ extension Transfer {
             guard !head.isInterim else { return line.count }
         }
         passesCodingsThroughIfUnknown()
+        if head.hasSetCookie, current.options.handlesCookies { engine.cookies?.responseMaySetCookies() }
         current.observer?.transferReceivedHead(head, for: current.head)
         awaitingAuthRetry = false
         if head.statusCode == 401 || head.statusCode == 407, hasCredential(forStatus: head.statusCode) {

@@ -10,7 +10,14 @@ struct CacheLookup: Sendable {
     private let cache: HTTPCache?
     private let policy: CachePolicy
     private let urlString: String
+    /// The request as the caller's side made it (adapted, HSTS applied): what is sent, and
+    /// what a response from the cache answers.
     private let request: HTTPRequest
+    /// The request as it goes out, as far as the cache must know it (see `OutgoingRequest`):
+    /// `request` with the cookies and the credential the transport adds. `Vary` is matched
+    /// and recorded against it, and it decides whether the request was authorized (RFC 9111
+    /// sections 3.5 and 4.1).
+    private var outgoing: HTTPRequest
     private let lifetime: Duration?
     private var entry: CachedResponse?
     /// Whether the cache may hold a response for `key` (it was not looked at, or it had one):
@@ -31,15 +38,17 @@ struct CacheLookup: Sendable {
     private(set) var revalidatesInBackground = false
 
     /// What `cache` (the session's, if any) can do for `request` under `policy`; `lifetime`
-    /// overrides the response's own.
+    /// overrides the response's own. `additions` says what the transport adds to the request
+    /// on its way out (read only when the cache is consulted).
     init(
         cache sessionCache: HTTPCache?, policy: CachePolicy, lifetime: Duration?, request: HTTPRequest,
-        urlString: String, body: RequestBody?, sink: (any ResponseSink)?
+        urlString: String, body: RequestBody?, sink: (any ResponseSink)?, additions: OutgoingRequest.Additions = .init()
     ) {
         self.policy = policy
         self.request = request
         self.urlString = urlString
         self.lifetime = lifetime
+        outgoing = request
         // Only GETs of data tasks, without `Cache-Control: no-store` in the request; anything
         // else (and any session without a cache) pays for nothing more here, except that an
         // unsafe method may invalidate what is stored.
@@ -50,6 +59,7 @@ struct CacheLookup: Sendable {
                     invalidating = sessionCache
                 } else if request.method == .head, sink == nil, body == nil {
                     updatingFromHead = sessionCache
+                    outgoing = additions.applied(to: request, urlString: urlString)
                 }
             }
             return
@@ -57,6 +67,7 @@ struct CacheLookup: Sendable {
         var requestControl = CacheControl(request.headerFields[values: .cacheControl])
         cache = requestControl.noStore ? nil : sessionCache
         guard let cache else { return }
+        outgoing = additions.applied(to: request, urlString: urlString)
         guard policy != .reloadIgnoringCacheData else {
             mayHoldStored = true
             return
@@ -64,7 +75,7 @@ struct CacheLookup: Sendable {
         // An empty cache (every response `no-store`, say) costs no key and no lookup.
         if cache.count != 0, let stored = cache.entry(for: key) {
             mayHoldStored = true
-            if stored.matchesVary(request) {
+            if stored.matchesVary(outgoing) {
                 entry = stored
                 if request.headerFields[.cacheControl] == nil,
                     request.headerFields[values: HTTPField.Name("Pragma")!].contains(where: {
@@ -159,6 +170,13 @@ struct CacheLookup: Sendable {
         return entry.staleness() <= window
     }
 
+    /// The transfer is sent again with `credential` (it answers an authentication challenge):
+    /// its response is an authorized one.
+    mutating func noteCredential(_ credential: Credential) {
+        guard outgoing.headerFields[.authorization] == nil else { return }
+        outgoing.headerFields[.authorization] = OutgoingRequest.authorizationStandIn(for: credential)
+    }
+
     /// Whether the response will go through the cache (and needs the request's time).
     var usesCache: Bool { cache != nil || updatingFromHead != nil }
 
@@ -208,7 +226,7 @@ struct CacheLookup: Sendable {
             return response
         }
         let varyAll = FieldList.lowercasedItems(head.values(of: .vary)).contains("*")
-        let authorized = request.headerFields[.authorization] != nil
+        let authorized = outgoing.headerFields[.authorization] != nil
         let explicitFreshness = control.maxAge != nil || lifetime != nil || head.lastValue(of: .expires) != nil
         let storable =
             explicitFreshness
@@ -220,7 +238,7 @@ struct CacheLookup: Sendable {
         cache.store(
             CachedResponse(
                 key: key, response: CachedResponse.storedHead(of: response.response, control: control),
-                body: response.data, request: request, requestTime: requestTime, responseTime: Date(),
+                body: response.data, request: outgoing, requestTime: requestTime, responseTime: Date(),
                 lifetimeOverride: lifetime))
         return response
     }
@@ -248,7 +266,7 @@ struct CacheLookup: Sendable {
     private func update(in cache: HTTPCache, from response: RawResponse, requestTime: Date) {
         guard response.status.code == 200 else { return }
         let key = HTTPCache.key(method: .get, url: urlString)
-        guard var entry = cache.entry(for: key), entry.matchesVary(request) else { return }
+        guard var entry = cache.entry(for: key), entry.matchesVary(outgoing) else { return }
         let head = response.response.headerFields
         let stored = entry.response.headerFields
         for name in [HTTPField.Name.eTag, .lastModified, .contentLength] {

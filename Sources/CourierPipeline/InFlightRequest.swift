@@ -213,6 +213,9 @@ final class Attempt {
         earlierTransactions = response?.metrics.transactions ?? []
         request.credentials = credentials.server
         request.proxyCredential = credentials.proxy
+        if let credential = credentials.server.credential(for: request.head.url) {
+            cacheLookup.noteCredential(credential)
+        }
         for field in fields { request.head.headerFields[field.name] = field.value }
         observation?.beginHop(&request.head)
     }

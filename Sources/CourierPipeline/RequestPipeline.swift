@@ -230,15 +230,6 @@ package final class RequestPipeline: Sendable {
             adapted.url = upgraded
         }
         let urlString = try RequestBuilding.urlString(of: adapted)
-        var cacheLookup = CacheLookup(
-            cache: cache, policy: prepared.call.options.cachePolicy ?? cachePolicy,
-            lifetime: prepared.call.options.cacheLifetime, request: adapted, urlString: urlString,
-            body: prepared.body, sink: call.sink)
-        if !inBackground, let answer = try cacheLookup.answerWithoutLoading() {
-            call.observers?.attemptStarted(adapted, attempt: call.number)
-            if cacheLookup.revalidatesInBackground { revalidateInBackground(call, adapted: adapted) }
-            return .answered(CachedAnswer(CacheLookup.fromCache(answer, for: adapted)))
-        }
         var authentication = storedCredentials(for: urlString)
         // The call's credential (or the URL's user info) belongs to the origin the call named,
         // not to wherever an interceptor sends the attempt.
@@ -247,8 +238,22 @@ package final class RequestPipeline: Sendable {
         {
             authentication.server = [scoped]
         }
+        let callOptions = options(for: prepared.call)
+        // What the transport adds, as the cache must see the request (OutgoingRequest).
+        let additions = OutgoingRequest.Additions(
+            cookies: callOptions.value.handlesCookies ? transport : nil,
+            credential: authentication.server.isEmpty ? nil : authentication.server.credential(for: adapted.url))
+        var cacheLookup = CacheLookup(
+            cache: cache, policy: prepared.call.options.cachePolicy ?? cachePolicy,
+            lifetime: prepared.call.options.cacheLifetime, request: adapted, urlString: urlString,
+            body: prepared.body, sink: call.sink, additions: additions)
+        if !inBackground, let answer = try cacheLookup.answerWithoutLoading() {
+            call.observers?.attemptStarted(adapted, attempt: call.number)
+            if cacheLookup.revalidatesInBackground { revalidateInBackground(call, adapted: adapted) }
+            return .answered(CachedAnswer(CacheLookup.fromCache(answer, for: adapted)))
+        }
         var request = TransferRequest(
-            head: adapted, urlString: urlString, body: prepared.body, options: options(for: prepared.call))
+            head: adapted, urlString: urlString, body: prepared.body, options: callOptions)
         request.usesLargeBuffers = prepared.call.usesLargeBuffers
         request.failureEndsProgress = !call.retryable
         request.redirectHandler = prepared.call.options.redirects?.handler

@@ -63,6 +63,15 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
         return !isSecure || url.scheme?.lowercased() == "https"
     }
 
+    /// The `Cookie` header value a request to `url` carries from `cookies` (RFC 6265 section
+    /// 5.4): the ones that match it, longer paths first; nil when none match. Expiry is the
+    /// store's business.
+    package static func requestHeader(for url: URL, from cookies: [Cookie]) -> String? {
+        let matching = cookies.filter { $0.matches(url) }.sorted { $0.path.count > $1.path.count }
+        guard !matching.isEmpty else { return nil }
+        return matching.map { "\($0.name)=\($0.value)" }.joined(separator: "; ")
+    }
+
     /// Parses a `Set-Cookie` header value as if `url` had sent it (RFC 6265 section 5.2):
     /// without a `Domain` attribute the cookie is for the URL's host only; without a `Path`
     /// attribute its path is the directory of the URL's path; `Max-Age` wins over `Expires`.

@@ -95,6 +95,9 @@ package protocol CookieJar: AnyObject {
     func removeAll()
     /// Writes the jar file, if the session has one.
     func persist()
+    /// The `Cookie` header a request to `url` would carry; nil when no cookie goes with it.
+    /// Any thread.
+    func requestHeader(for url: URL) -> String?
 }
 
 /// Whoever owns a cookie jar: runs work with it where it may be touched.
@@ -102,4 +105,8 @@ package protocol CookieJarHost: Sendable {
     /// Runs `work` with the jar (nil when the session keeps no cookies, or is shut down) and
     /// returns its result.
     func withCookieJar<Value: Sendable>(_ work: @escaping @Sendable ((any CookieJar)?) -> Value) async -> Value
+    /// The `Cookie` header the host's transfers add to a request to `url` (nil when none, or
+    /// when it keeps no cookies), as the HTTP cache must see the request (`Vary: Cookie`).
+    /// Synchronous, any thread; cheap while the jar has never held a cookie.
+    func cookieHeader(for url: URL) -> String?
 }

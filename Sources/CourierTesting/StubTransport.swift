@@ -197,6 +197,8 @@ public final class StubTransport: Sendable {
         func withCookieJar<Value: Sendable>(_ work: @escaping @Sendable ((any CookieJar)?) -> Value) async -> Value {
             work(nil)
         }
+
+        func cookieHeader(for url: URL) -> String? { nil }
     }
 }
 

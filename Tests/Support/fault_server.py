@@ -856,6 +856,50 @@ def route_cache_probe(conn: Conn, req: Request) -> bool:
                    content_type=req.params.get("type", "text/plain; charset=utf-8"))
 
 
+def route_private(conn: Conn, req: Request) -> bool:
+    """`/private/<name>`: a resource for one user at a time. Without Basic credentials (any
+    user, the password `pw`) answers 401 with `WWW-Authenticate: Basic realm="private"`; with
+    them, 200 and `PRIVATE-for-<user> <k>` (k counts the name's requests) with
+    `Cache-Control: max-age=600` (not `public`: a shared cache may not store it for others,
+    RFC 9111 section 3.5), or the `cache-control` parameter's value. Each request is counted in
+    `/stats/<name>` with its `Authorization` (`authorizations`)."""
+    name = req.path[len("/private/"):]
+    record_authorization(name, req)
+    read_body(conn, req, None)
+    st = stats_for(name)
+    with STATS_LOCK:
+        number = st.requests
+    user = None
+    value = req.header("Authorization") or ""
+    if value.startswith("Basic "):
+        try:
+            user, _, password = base64.b64decode(value[6:]).decode().partition(":")
+        except (ValueError, UnicodeDecodeError):
+            user = None
+        if user is not None and password != "pw":
+            user = None
+    if user is None:
+        return respond(conn, req, 401, b"who are you?\n",
+                       headers=[("WWW-Authenticate", 'Basic realm="private"')])
+    control = req.params.get("cache-control", "max-age=600")
+    return respond(conn, req, 200, f"PRIVATE-for-{user} {number}".encode(),
+                   headers=[("Cache-Control", control)])
+
+
+def route_vary_cookie(conn: Conn, req: Request) -> bool:
+    """`/vary-cookie/<name>`: 200 with `Cache-Control: max-age=600` and `Vary: Cookie`, whose
+    body is `cookie=<the request's Cookie header> <k>` (k counts the name's requests, in
+    `/stats/<name>`)."""
+    name = req.path[len("/vary-cookie/"):]
+    read_body(conn, req, None)
+    st = stats_for(name)
+    with STATS_LOCK:
+        st.requests += 1
+        number = st.requests
+    body = f"cookie={req.header('Cookie') or ''} {number}".encode()
+    return respond(conn, req, 200, body, headers=[("Cache-Control", "max-age=600"), ("Vary", "Cookie")])
+
+
 def route_stats(conn: Conn, req: Request) -> bool:
     name = req.path[len("/stats/"):]
     read_body(conn, req, None)
@@ -1533,6 +1577,10 @@ def dispatch(conn: Conn, req: Request) -> bool:
         return route_events_close(conn, req)
     if p.startswith("/cache-probe/"):
         return route_cache_probe(conn, req)
+    if p.startswith("/private/"):
+        return route_private(conn, req)
+    if p.startswith("/vary-cookie/"):
+        return route_vary_cookie(conn, req)
     if p == "/endless":
         return route_endless(conn, req)
     if p == "/v1/chat/completions":
