@@ -304,16 +304,46 @@ struct CacheLookup: Sendable {
     }
 }
 
+/// The session's revalidations under `stale-while-revalidate` in flight, by cache key: one per
+/// stored response at a time, and a few at most in all, so that a crowd of requests for a stale
+/// entry sends one conditional request and background work never queues ahead of what callers
+/// wait for (the session's connections and its limit on transfers at once are theirs).
+final class BackgroundRevalidations: Sendable {
+    /// Revalidations in flight at once, in the whole session; a stale hit beyond that is
+    /// served without one (a later hit revalidates).
+    static let limit = 4
+
+    private let keys = Locked(Set<String>())
+
+    /// Takes the revalidation of `key`; false when it is under way or the session has `limit`
+    /// already.
+    func begin(_ key: String) -> Bool {
+        keys.withLock { keys in
+            guard keys.count < Self.limit else { return false }
+            return keys.insert(key).inserted
+        }
+    }
+
+    func end(_ key: String) {
+        _ = keys.withLock { $0.remove(key) }
+    }
+}
+
 extension RequestPipeline {
     /// Revalidates a stale response that was just served under `stale-while-revalidate`
     /// (RFC 5861 section 3): a conditional request of its own, whose answer updates or
     /// replaces the stored response. Nobody waits for it; a failure leaves the entry as it was.
-    func revalidateInBackground(_ call: InFlightRequest, adapted: HTTPRequest) {
+    /// Skipped while the same response is being revalidated, or while the session has
+    /// `BackgroundRevalidations.limit` under way.
+    func revalidateInBackground(_ call: InFlightRequest, adapted: HTTPRequest, urlString: String) {
+        let key = HTTPCache.key(method: adapted.method, url: urlString)
+        guard backgroundRevalidations.begin(key) else { return }
         let revalidation = InFlightRequest(
             call.prepared, hooks: call.hooks, reporters: nil, sink: nil, register: nil, observers: nil,
             chain: call.chain, retryable: false, requestID: lastRequestID.add(1, ordering: .relaxed).newValue,
             started: nil)
         Task {
+            defer { self.backgroundRevalidations.end(key) }
             guard case .send(let attempt) = try self.plan(revalidation, adapted: adapted, inBackground: true) else {
                 return
             }

@@ -41,6 +41,8 @@ package final class RequestPipeline: Sendable {
     let lastRequestID = Atomic<UInt64>(0)
     /// Spans and metrics, when a tracer or a metrics factory records them.
     package let observability: SessionObservability
+    /// The `stale-while-revalidate` revalidations under way.
+    let backgroundRevalidations = BackgroundRevalidations()
 
     package init(
         transport: any Transport, cache: HTTPCache?, cachePolicy: CachePolicy, credentials: CredentialStore,
@@ -249,7 +251,9 @@ package final class RequestPipeline: Sendable {
             body: prepared.body, sink: call.sink, additions: additions)
         if !inBackground, let answer = try cacheLookup.answerWithoutLoading() {
             call.observers?.attemptStarted(adapted, attempt: call.number)
-            if cacheLookup.revalidatesInBackground { revalidateInBackground(call, adapted: adapted) }
+            if cacheLookup.revalidatesInBackground {
+                revalidateInBackground(call, adapted: adapted, urlString: urlString)
+            }
             return .answered(CachedAnswer(CacheLookup.fromCache(answer, for: adapted)))
         }
         var request = TransferRequest(

@@ -210,6 +210,33 @@ import Testing
         #expect(record["ranges"][1] == "\"v1\"")
     }
 
+    /// A crowd of requests for one stale entry sends one revalidation, not one each (RFC 5861
+    /// asks for one; two hundred would hold the host's connections from the callers).
+    @Test func staleWhileRevalidateSendsOneRevalidationForACrowd() async throws {
+        let api = try await faultManager()
+        let name = "probe-\(UUID().uuidString.prefix(8))"
+        let path = probe(
+            named: name, ["Cache-Control: max-age=1, stale-while-revalidate=3600"], "etag=v1&delay304=300")
+        _ = try await get(api, path)
+        try await Task.sleep(for: .milliseconds(1600))
+        let bodies = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<200 { group.addTask { self.body(try await self.get(api, path)) } }
+            return try await group.reduce(into: [String]()) { $0.append($1) }
+        }
+        #expect(bodies == Array(repeating: "response 1", count: 200))
+        let stats = try await faultManager()
+        var record: JSON = [:]
+        for _ in 0..<100 {
+            record = try await stats.GET("stats/\(name)")
+            if record["requests"] == 2 { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        // Long enough for the crowd's revalidations to have arrived, had they been sent.
+        try await Task.sleep(for: .milliseconds(800))
+        record = try await stats.GET("stats/\(name)")
+        #expect(record["requests"] == 2)
+    }
+
     @Test func staleIfErrorAnswersAFailedLoadWithTheStoredResponse() async throws {
         let api = try await faultManager()
         // A window of an hour: the age counts the time the first response took to be taken in

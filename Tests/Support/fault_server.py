@@ -820,7 +820,8 @@ def route_cache_probe(conn: Conn, req: Request) -> bool:
     answer from a new one.  `status=N` sets the status; each `h=Name:Value` adds a field;
     `enc=NAME` sends the body as it is with `Content-Encoding: NAME`; `type=T` is its
     `Content-Type`; `etag=E` makes a
-    matching `If-None-Match` get a `304` with the ETag and the `h304=Name:Value` fields;
+    matching `If-None-Match` get a `304` with the ETag and the `h304=Name:Value` fields,
+    after `delay304` milliseconds;
     `hh=Name:Value` fields replace the `h` ones in answers to HEAD;
     `unsafe-status=N` is the status for methods other than GET and HEAD; `close=K` closes the
     connection without an answer from request K on."""
@@ -838,6 +839,7 @@ def route_cache_probe(conn: Conn, req: Request) -> bool:
         return False  # no answer: the connection closes
     etag = req.params.get("etag")
     if etag and req.header("If-None-Match") == f'"{etag}"':
+        time.sleep(req.int_param("delay304", 0) / 1000.0)
         headers = [("ETag", f'"{etag}"'), ("Server-Request-Count", str(number))]
         headers += [tuple(x.split(":", 1)) for x in lists.get("h304", [])]
         return respond(conn, req, 304, b"", headers=headers, send_length=False)
