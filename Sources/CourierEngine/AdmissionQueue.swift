@@ -64,6 +64,18 @@ final class AdmissionQueue<Item: AnyObject & Sendable>: Sendable {
         }
     }
 
+    /// Takes `item` off the queue if it waits there (it was cancelled, or its deadline came):
+    /// true when it did. Linear in the items waiting at its priority.
+    func remove(_ item: Item, priority: RequestPriority) -> Bool {
+        state.withLock { state in
+            let line = priority.rawValue
+            guard let index = state.lines[line].waiting[state.lines[line].start...].firstIndex(where: { $0 === item })
+            else { return false }
+            state.lines[line].waiting.remove(at: index)
+            return true
+        }
+    }
+
     /// The items still waiting, taken off the queue (the session ends).
     func drain() -> [Item] {
         state.withLock { state in

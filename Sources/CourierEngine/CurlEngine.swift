@@ -36,6 +36,9 @@ package final class CurlEngine: @unchecked Sendable {
         case addAdmitted(Transfer)
         /// Cancelled by the caller: take it off the multi handle.
         case remove(Transfer)
+        /// Cancelled by the caller before it ran: take it off the session's queue, if it waits
+        /// there, so that it (and its body) is let go of now.
+        case withdraw(Transfer)
         /// `suspend()` or `resume()`: pause or unpause as the transfer's state machine says now,
         /// not as the command was sent (two commands from two threads may arrive in either
         /// order; the state holds the last call).
@@ -360,6 +363,7 @@ package final class CurlEngine: @unchecked Sendable {
         case .add(let transfer): add(transfer)
         case .addAdmitted(let transfer): add(transfer, admitted: true)
         case .remove(let transfer): detach(transfer)
+        case .withdraw(let transfer): withdraw(transfer)
         case .applySuspension(let transfer):
             transfer.pause.suspended = transfer.isSuspendedWhileRunning
             applyPause(transfer)
@@ -429,7 +433,14 @@ package final class CurlEngine: @unchecked Sendable {
     /// session's `AdmissionQueue`.
     private func add(_ transfer: Transfer, admitted: Bool = false) {
         EngineThread.check(self, "CurlEngine.add")
-        if !admitted, let admission, !admission.admit(transfer, priority: transfer.current.priority) { return }
+        if !admitted, let admission, !admission.admit(transfer, priority: transfer.current.priority) {
+            if let deadline = transfer.callDeadline {
+                transfer.waitsForPlace = true
+                webSocketTimers.schedule(transfer, at: deadline)
+            }
+            return
+        }
+        transfer.waitsForPlace = false
         guard transfer.engineWillAdd() == .add else {
             // Cancelled, or suspended before it ran (a resume submits it again).
             submitted.subtract(1, ordering: .relaxed)
@@ -485,6 +496,20 @@ package final class CurlEngine: @unchecked Sendable {
         handles.giveBack(easy, after: transfer)
         submitted.subtract(1, ordering: .relaxed)
         releasePlace()
+    }
+
+    /// Takes a transfer that waits for a place off the session's queue: the session's limit
+    /// when it did, nil when the transfer was not waiting there. Engine thread (the transfer's).
+    func withdrawFromQueue(_ transfer: Transfer) -> Int? {
+        guard let admission, admission.remove(transfer, priority: transfer.current.priority) else { return nil }
+        submitted.subtract(1, ordering: .relaxed)
+        return admission.limit
+    }
+
+    /// A transfer cancelled before it ran: off the queue, if it waits there.
+    private func withdraw(_ transfer: Transfer) {
+        transfer.waitsForPlace = false
+        _ = withdrawFromQueue(transfer)
     }
 
     /// A transfer that held a place under the session's limit on transfers at once let it go:

@@ -58,7 +58,7 @@ struct EasyHandlePool {
             courier_easy_setopt_long(handle, CURLOPT_HTTP_CONTENT_DECODING, 1)
             transfer.decodingOff = false
         }
-        if transfer.hop.isPlain && transfer.redirectCount == 0 {
+        if transfer.hop.isPlain && transfer.redirectCount == 0 && transfer.callDeadline == nil {
             clean.append((handle, transfer.current.sharedOptions))
         } else {
             dirty.append((handle, transfer.current.options.handlesCookies))

@@ -13,6 +13,13 @@ extension Transfer {
     func configure(_ easy: UnsafeMutableRawPointer) throws(CourierError) {
         EngineThread.check(engine, "Transfer.configure")
         if !handleIsClean { Self.configureCommonOptions(easy, current.options, engine: engine) }
+        if let callDeadline {
+            // What is left of the call's time, for this hop (redirects share it). Such a handle
+            // is never kept clean (`EasyHandlePool.giveBack`): the next transfer resets it.
+            let now = courier_monotonic_nanoseconds()
+            let left = callDeadline > now ? Int((callDeadline - now) / 1_000_000) : 0
+            courier_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, left))
+        }
         let request = current
         let me = Unmanaged.passUnretained(self).toOpaque()
         try check(courier_easy_setopt_string(easy, CURLOPT_URL, prepared.url), easy)

@@ -105,6 +105,12 @@ final class Transfer: @unchecked Sendable {
     let errorBuffer: UnsafeMutablePointer<CChar>
     /// The request of the first hop.
     let firstRequest: HTTPRequest
+    /// When the call must be over (`TransferRequest.deadline`), on the engine's monotonic
+    /// clock (nanoseconds); nil without one.
+    let callDeadline: UInt64?
+    /// The transfer waits in the session's queue for a place, with a deadline scheduled on
+    /// its engine's timers.
+    @EngineConfined var waitsForPlace = false
     /// The request of the current hop: the first, or the one the last redirect led to.
     var currentRequest: HTTPRequest { lifecycle.withLock { $0.redirected?.request } ?? firstRequest }
 
@@ -123,6 +129,11 @@ final class Transfer: @unchecked Sendable {
         self.current = request
         self.requestURL = request.urlString
         self.firstRequest = request.head
+        self.callDeadline = request.deadline.map { deadline in
+            let remaining = ContinuousClock.now.duration(to: deadline).components
+            let nanoseconds = max(0, remaining.seconds) * 1_000_000_000 + max(0, remaining.attoseconds) / 1_000_000_000
+            return courier_monotonic_nanoseconds() + UInt64(nanoseconds)
+        }
         self.hop = HopSettings(request)
         self.prepared = PreparedHop(request, sharedHeaders: sharedHeaders)
         self.engine = engine
@@ -162,7 +173,11 @@ final class Transfer: @unchecked Sendable {
         guard action != .none else { return }
         for waiter in waiters { waiter.resume(throwing: CancellationError()) }
         reporters?.finish(succeeded: false)
-        if action == .finishAndRemove { _ = engine.submit(.remove(self)) }
+        switch action {
+        case .finishAndRemove: _ = engine.submit(.remove(self))
+        case .finishAndWithdraw: _ = engine.submit(.withdraw(self))
+        case .finish, .none: break
+        }
     }
 
     /// Pauses a running transfer in both directions, or holds one that has not started.
@@ -399,5 +414,28 @@ final class HeaderList: @unchecked Sendable {
 
     deinit {
         if let list { curl_slist_free_all(list) }
+    }
+}
+
+extension Transfer: EngineDeadline {
+    /// The call's deadline while the transfer waits for a place (libcurl's own timer has it
+    /// once it runs).
+    var deadline: UInt64? { waitsForPlace ? callDeadline : nil }
+
+    /// The call's deadline came while the transfer waited for a place: it leaves the queue and
+    /// fails with `timedOut`. Engine thread.
+    func deadlinePassed(now: UInt64) {
+        guard waitsForPlace else { return }
+        waitsForPlace = false
+        guard let limit = engine.withdrawFromQueue(self) else { return }  // admitted meanwhile
+        complete(
+            with: .failure(
+                CourierError.timedOut(
+                    .init(
+                        url: current.url,
+                        message:
+                            "The request's resource timeout passed while it waited for a place: the session's "
+                            + "\(limit) transfer\(limit == 1 ? "" : "s") at once (maximumConcurrentTasks) were all "
+                            + "taken"))))
     }
 }

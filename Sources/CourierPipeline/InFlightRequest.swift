@@ -32,6 +32,10 @@ final class InFlightRequest {
     let requestID: UInt64
     /// When the first attempt began; nil when no interceptor is told (see `context`).
     let started: ContinuousClock.Instant?
+    /// When the call must be over: its resource timeout from when it began, for every wait
+    /// (a place in the session's queue, interceptors, a credential, a route, a retry's delay,
+    /// each transfer). nil without a resource timeout.
+    let deadline: ContinuousClock.Instant?
     /// The attempt under way, from 1.
     var number = 1
     /// The attempt's request as adapted, when anything adapted or heard of it.
@@ -49,8 +53,9 @@ final class InFlightRequest {
         _ prepared: PreparedRequest, hooks: any SessionHooks, reporters: TransferReporters?,
         sink: (any ResponseSink)?, register: (@Sendable (any TransportTransfer) -> Void)?,
         observers: RequestObservers?, chain: [any RequestInterceptor], retryable: Bool, requestID: UInt64,
-        started: ContinuousClock.Instant?
+        started: ContinuousClock.Instant?, deadline: ContinuousClock.Instant? = nil
     ) {
+        self.deadline = deadline
         self.prepared = prepared
         self.hooks = hooks
         self.reporters = reporters
@@ -70,7 +75,9 @@ final class InFlightRequest {
 
     /// What interceptors are told of the attempt; nil when none apply.
     var context: RequestContext? {
-        started.map { RequestContext(requestID: requestID, attempt: number, firstAttemptStarted: $0) }
+        started.map {
+            RequestContext(requestID: requestID, attempt: number, firstAttemptStarted: $0, deadline: deadline)
+        }
     }
 
     /// The attempt's request, adapted: with the fields the sink asked for, announced.
@@ -87,6 +94,19 @@ final class InFlightRequest {
     func fieldsForAnotherTransfer() async -> HTTPFields? {
         guard let sink else { return HTTPFields() }
         return await sink.prepareAnotherAttempt()
+    }
+
+    /// The error of a call whose resource timeout passed while it was `waiting` (says what for),
+    /// after `failure` if an attempt had failed (its metrics are kept).
+    func deadlinePassed(while waiting: String, after failure: (any Error)? = nil) -> CourierError {
+        var context = CourierError.Context(
+            url: sent.url, message: "The request's resource timeout passed while it was \(waiting)")
+        if let failure = failure as? CourierError {
+            context.metrics = failure.context.metrics
+            context.underlyingError = failure
+            context.message += "; its last attempt failed: \(failure.context.description)"
+        }
+        return .timedOut(context)
     }
 
     /// The transactions of a retry's response numbered, after the earlier attempts'.

@@ -55,12 +55,21 @@ public struct RequestContext: Sendable {
     public var attempt: Int
     /// When the request's first attempt was adapted: deadlines across attempts count from here.
     public var firstAttemptStarted: ContinuousClock.Instant
+    /// When the whole call must be over (its resource timeout, from the session's configuration
+    /// or the request's options); nil without one. Courier stops waiting for an interceptor at
+    /// this time and fails the call with `timedOut`; an interceptor that waits for something
+    /// (a token refresh) can give up at the same time.
+    public var deadline: ContinuousClock.Instant?
 
     /// A context.
-    public init(requestID: UInt64, attempt: Int, firstAttemptStarted: ContinuousClock.Instant = .now) {
+    public init(
+        requestID: UInt64, attempt: Int, firstAttemptStarted: ContinuousClock.Instant = .now,
+        deadline: ContinuousClock.Instant? = nil
+    ) {
         self.requestID = requestID
         self.attempt = attempt
         self.firstAttemptStarted = firstAttemptStarted
+        self.deadline = deadline
     }
 }
 

@@ -105,9 +105,11 @@ package final class RequestPipeline: Sendable {
         observers?.created(prepared.head)
         let retryable =
             interceptorsApply && (sink?.takesAnotherAttempt ?? true) && (prepared.body?.isReplayable ?? true)
+        let resourceTimeout = prepared.call.options.resourceTimeout ?? transferOptions.totalTimeout
         return InFlightRequest(
             prepared, hooks: hooks, reporters: reporters, sink: sink, register: register, observers: observers,
-            chain: chain, retryable: retryable, requestID: requestID, started: interceptorsApply ? .now : nil)
+            chain: chain, retryable: retryable, requestID: requestID, started: interceptorsApply ? .now : nil,
+            deadline: resourceTimeout.map { .now + $0 })
     }
 
     /// One attempt: adapted; answered from the cache, or sent (once more after an
@@ -139,10 +141,14 @@ package final class RequestPipeline: Sendable {
     /// asked for, announced.
     @inline(never)
     private func adapt(_ request: InFlightRequest) async throws -> HTTPRequest {
-        let prepared = request.prepared
+        let (prepared, hooks, context, chain) = (request.prepared, request.hooks, request.context, request.chain)
+        guard request.deadline != nil else {
+            return request.adapted(try await adapt(prepared, hooks: hooks, context: context, chain: chain))
+        }
         return request.adapted(
-            try await adapt(
-                prepared, hooks: request.hooks, context: request.context, chain: request.chain))
+            try await withinDeadline(request, "waiting for its interceptors to adapt it (a token refresh, say)") {
+                try await self.adapt(prepared, hooks: hooks, context: context, chain: chain)
+            })
     }
 
     /// The manager's `process(_:)`.
@@ -155,9 +161,12 @@ package final class RequestPipeline: Sendable {
     /// when there are any (see `challengeRetry`).
     @inline(never)
     private func answerChallenge(_ attempt: Attempt) async throws {
-        guard let challenge = attempt.response,
-            let retry = try await challengeRetry(
-                after: challenge, used: attempt.authentication, body: attempt.request.body, hooks: attempt.call.hooks),
+        guard let challenge = attempt.response else { return }
+        let (used, body, hooks) = (attempt.authentication, attempt.request.body, attempt.call.hooks)
+        guard
+            let retry = try await withinDeadline(attempt.call, "waiting for a credential to answer a challenge", {
+                try await self.challengeRetry(after: challenge, used: used, body: body, hooks: hooks)
+            }),
             let fields = await attempt.call.fieldsForAnotherTransfer()
         else { return }
         attempt.prepareAnotherTry(with: retry, adding: fields)
@@ -169,9 +178,26 @@ package final class RequestPipeline: Sendable {
     /// with every attempt's transactions in its metrics, when they do not.
     @inline(never)
     private func retryOrThrow(_ failure: any Error, _ request: InFlightRequest) async throws {
-        let error = request.recordFailure(failure)
-        let cancelled = error is CancellationError || Task.isCancelled
-        var decision = request.retryable && !cancelled ? await retryDecision(error, request) : .doNotRetry
+        var error = request.recordFailure(failure)
+        var cancelled = error is CancellationError || Task.isCancelled
+        var decision = RetryDecision.doNotRetry
+        if request.retryable, !cancelled, let context = request.context {
+            let (recorded, chain, sent) = (error, request.chain, request.sent)
+            do {
+                decision = try await withinDeadline(request, "waiting for its interceptors to decide on a retry") {
+                    await self.retryDecision(recorded, chain: chain, sent: sent, context: context)
+                }
+            } catch let stopped {
+                // The caller was cancelled, or the call's deadline came first.
+                cancelled = stopped is CancellationError
+                error = cancelled ? stopped : request.deadlinePassed(while: "deciding on a retry", after: recorded)
+            }
+        }
+        if case .retryAfter(let delay) = decision, let deadline = request.deadline, .now + delay > deadline {
+            // The next attempt would start after the call is over: fail now, not at the deadline.
+            error = request.deadlinePassed(while: "waiting \(delay) to try again (a retry's delay)", after: error)
+            decision = .doNotRetry
+        }
         if decision != .doNotRetry {
             if let fields = await request.fieldsForAnotherTransfer() {
                 request.continuation = fields
@@ -213,10 +239,11 @@ package final class RequestPipeline: Sendable {
     }
 
     /// The call's interceptors first, then the session's: the first that retries decides.
-    private func retryDecision(_ error: any Error, _ request: InFlightRequest) async -> RetryDecision {
-        guard let context = request.context else { return .doNotRetry }
-        for interceptor in request.chain + interceptors {
-            let decision = await interceptor.retry(request.sent, dueTo: error, context: context)
+    private func retryDecision(
+        _ error: any Error, chain: [any RequestInterceptor], sent: HTTPRequest, context: RequestContext
+    ) async -> RetryDecision {
+        for interceptor in chain + interceptors {
+            let decision = await interceptor.retry(sent, dueTo: error, context: context)
             if decision != .doNotRetry { return decision }
         }
         return .doNotRetry
@@ -256,8 +283,12 @@ package final class RequestPipeline: Sendable {
             }
             return .answered(CachedAnswer(CacheLookup.fromCache(answer, for: adapted)))
         }
+        if let deadline = call.deadline, deadline <= .now {
+            throw call.deadlinePassed(while: "being prepared, before it was sent")
+        }
         var request = TransferRequest(
             head: adapted, urlString: urlString, body: prepared.body, options: callOptions)
+        request.deadline = call.deadline
         request.usesLargeBuffers = prepared.call.usesLargeBuffers
         request.failureEndsProgress = !call.retryable
         request.redirectHandler = prepared.call.options.redirects?.handler

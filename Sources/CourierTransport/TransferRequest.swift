@@ -41,6 +41,10 @@ package struct TransferRequest: Sendable {
     package var redirectHandler: (@Sendable (RedirectHop) -> HTTPRequest?)?
     /// Where the transfer goes in the session's queue, and its HTTP/2 stream weight.
     package var priority: RequestPriority = .normal
+    /// When the call this transfer belongs to must be over (its resource timeout, counted from
+    /// the call's start): the transfer fails with `timedOut` then, whether it is still waiting
+    /// for a place in the session's queue or running. nil: only the options' timeouts apply.
+    package var deadline: ContinuousClock.Instant?
 
     /// A request with no credentials, buffers of the default size and no observer.
     package init(head: HTTPRequest, urlString: String, body: RequestBody?, options: SharedTransferOptions) {

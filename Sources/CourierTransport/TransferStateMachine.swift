@@ -10,7 +10,9 @@ import CourierStorage
 /// finds the machine already moved on and gets a no-op action. In particular:
 ///
 /// - cancel before start: the transfer finishes cancelled and never reaches the engine;
-/// - cancel while queued: it finishes cancelled at once; the engine later skips it;
+/// - cancel while queued: it finishes cancelled at once, and the engine is asked to take it off
+///   its queue (a transfer waiting for a place lets go of its body then, not when its turn
+///   comes); a start still in the engine's inbox is skipped when the engine sees it;
 /// - cancel while running: it finishes cancelled at once, and the engine is asked to remove the
 ///   easy handle; a completion that was already on its way is discarded;
 /// - completion first: a later cancel is a no-op, the caller gets the completed result.
@@ -63,6 +65,9 @@ package struct TransferStateMachine: Sendable {
     package enum CancelAction: Equatable {
         /// Deliver `CancellationError` now; the engine has nothing of it.
         case finish
+        /// Deliver `CancellationError` now and ask the engine to take the transfer off its
+        /// queue: it was handed over and may be waiting for a place.
+        case finishAndWithdraw
         /// Deliver `CancellationError` now and ask the engine to remove the easy handle.
         case finishAndRemove
         /// Already finished.
@@ -71,10 +76,14 @@ package struct TransferStateMachine: Sendable {
 
     package mutating func cancel() -> CancelAction {
         switch state {
-        case .initialized, .queued, .suspendedBeforeRunning:
-            // A queued transfer is skipped by the engine when it sees `finished`.
+        case .initialized, .suspendedBeforeRunning(handedToEngine: false):
             state = .finished(cancelled: true)
             return .finish
+        case .queued, .suspendedBeforeRunning(handedToEngine: true):
+            // Skipped by the engine if it has not taken it from its inbox yet; withdrawn from
+            // the session's queue if it waits there.
+            state = .finished(cancelled: true)
+            return .finishAndWithdraw
         case .running, .suspendedWhileRunning:
             state = .finished(cancelled: true)
             return .finishAndRemove

@@ -11,7 +11,8 @@ import Testing
     static let checks = [
         "starts-unreachable", "address-added-reachable-through-lo", "address-removed-unreachable",
         "statuses-are-changes", "request-waits", "request-sent-when-path-appears", "request-has-one-transaction",
-        "no-wait-fails-at-once", "wait-ends-at-the-timeout", "refused-does-not-wait", "route-reachable-through-lo",
+        "no-wait-fails-at-once", "wait-ends-at-the-timeout", "wait-ends-at-the-call-deadline",
+        "refused-does-not-wait", "route-reachable-through-lo",
         "link-down-unreachable", "link-up-reachable-again",
     ]
 

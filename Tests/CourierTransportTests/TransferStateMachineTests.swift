@@ -20,11 +20,26 @@ import Testing
         #expect(machine.state == .finished(cancelled: true))
     }
 
-    @Test func cancelWhileQueuedMakesTheEngineSkipIt() {
+    @Test func cancelWhileQueuedWithdrawsItAndMakesTheEngineSkipIt() {
         var machine = TransferStateMachine()
         _ = machine.start()
-        #expect(machine.cancel() == .finish)
+        #expect(machine.cancel() == .finishAndWithdraw)
         #expect(machine.engineWillAdd() == .skip)
+    }
+
+    @Test func cancelWhileSuspendedBeforeRunningWithdrawsItOnlyIfTheEngineHasIt() {
+        var handed = TransferStateMachine()
+        _ = handed.start()
+        _ = handed.suspend()
+        #expect(handed.cancel() == .finishAndWithdraw)
+        var parked = TransferStateMachine()
+        _ = parked.start()
+        _ = parked.suspend()
+        #expect(parked.engineWillAdd() == .park)
+        #expect(parked.cancel() == .finish)
+        var never = TransferStateMachine()
+        _ = never.suspend()
+        #expect(never.cancel() == .finish)
     }
 
     @Test func cancelWhileRunningAsksTheEngineToRemoveIt() {

@@ -150,20 +150,40 @@ func runReachabilityScenario(port: Int) async {
         check("no-wait-fails-at-once", false, "\(error)")
     }
 
-    // Waiting ends with the request's timeout, and says so.
+    // Without a resource timeout, waiting ends with the request's timeout, and says so.
+    let waitStart = ContinuousClock.now
     do {
         _ = try await plain.request(
             .get, "http://10.20.0.2:\(port)/",
-            options: RequestOptions(resourceTimeout: .seconds(1), waitsForConnectivity: true),
+            options: RequestOptions(requestTimeout: .seconds(1), waitsForConnectivity: true),
             serializer: DataResponseSerializer())
         check("wait-ends-at-the-timeout", false, "it succeeded")
     } catch CourierError.cannotConnect(let context) {
-        let elapsed = ContinuousClock.now - start
+        let elapsed = ContinuousClock.now - waitStart
         check(
             "wait-ends-at-the-timeout", context.message.contains("waited") && elapsed >= .seconds(1),
             "\(context.message) after \(elapsed)")
     } catch {
         check("wait-ends-at-the-timeout", false, "\(error)")
+    }
+
+    // A resource timeout is the whole call's: the wait ends with it, as a timeout that says
+    // what the call was waiting for.
+    let callStart = ContinuousClock.now
+    do {
+        _ = try await plain.request(
+            .get, "http://10.20.0.2:\(port)/",
+            options: RequestOptions(resourceTimeout: .seconds(1), waitsForConnectivity: true),
+            serializer: DataResponseSerializer())
+        check("wait-ends-at-the-call-deadline", false, "it succeeded")
+    } catch CourierError.timedOut(let context) {
+        let elapsed = ContinuousClock.now - callStart
+        check(
+            "wait-ends-at-the-call-deadline",
+            context.message.contains("waiting for a route to 10.20.0.2") && elapsed < .seconds(30),
+            "\(context.message) after \(elapsed)")
+    } catch {
+        check("wait-ends-at-the-call-deadline", false, "\(error)")
     }
 
     // A refused connection with a route is not a path problem: no wait.
