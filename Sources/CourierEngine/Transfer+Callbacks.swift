@@ -61,7 +61,13 @@ extension Transfer {
         if head.hasSetCookie, current.options.handlesCookies { engine.cookies?.responseMaySetCookies() }
         current.observer?.transferReceivedHead(head, for: current.head)
         awaitingAuthRetry = false
-        if head.statusCode == 401 || head.statusCode == 407, hasCredential(forStatus: head.statusCode) {
+        if head.statusCode == 401 || head.statusCode == 407, hasCredential(forStatus: head.statusCode), let easy {
+            // libcurl answers it with the credential: the challenge is a request and response
+            // of its own in the metrics, unless it turns out to be the answer after all
+            // (`withdrawChallenge`).
+            var challenge = TransferOutcome.transaction(self, easy, withHeads: false)
+            challenge.response = head.response
+            earlierHops.append(challenge)
             awaitingAuthRetry = true
             return line.count
         }
@@ -107,6 +113,14 @@ extension Transfer {
             courier_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 1)
         }
         decodingOff = undecodable
+    }
+
+    /// The hop ends with the 401 (or 407) libcurl was expected to answer: it is the answer, not
+    /// an exchange before it, so its transaction leaves `earlierHops`. Engine thread.
+    func withdrawChallenge() {
+        guard awaitingAuthRetry else { return }
+        awaitingAuthRetry = false
+        earlierHops.removeLast()
     }
 
     /// Whether libcurl holds a credential that answers this 401 (server) or 407 (proxy).

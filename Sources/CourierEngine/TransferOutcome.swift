@@ -72,6 +72,7 @@ enum TransferOutcome {
         }
         if transfer.awaitingAuthRetry {
             // The credential did not do: the 401 (or 407), without its body, is the answer.
+            transfer.withdrawChallenge()
             _ = transfer.sink.begin(transfer.head, expectedLength: nil)
         }
         if let incomplete = transfer.sinkIncompleteness() {
@@ -146,6 +147,7 @@ enum TransferOutcome {
     )
         -> TransferMetrics
     {
+        transfer.withdrawChallenge()  // the failure's transaction has its head
         var failed = transaction(transfer, easy)
         failed.failure = error.context.description
         return TransferMetrics(transactions: transfer.earlierHops + [failed], redirectCount: transfer.redirectCount)

@@ -72,10 +72,35 @@ import Testing
         let url = "http://ada:secret@\(base.host!):\(base.port!)/digest-auth/auth/ada/secret"
         let response = try await api.request(.get, url, serializer: JSONResponseSerializer())
         #expect(response.value["authenticated"] == true)
+        // Three requests: Basic (401, Digest asked for), then libcurl's probe without a
+        // credential (401 with a nonce) and its Digest answer (200).
         let transactions = response.metrics.transactions
-        #expect(transactions.map { $0.response?.status.code } == [401, 200])
+        #expect(transactions.map { $0.response?.status.code } == [401, 401, 200])
         #expect(transactions[0].response?.headerFields[.wwwAuthenticate]?.hasPrefix("Digest ") == true)
         #expect(transactions.allSatisfy { $0.attempt == 1 })
+    }
+
+    /// Every request that went out has its record, the challenge libcurl answers by itself
+    /// included: the fault server counts what arrives.
+    @Test(arguments: ["store", "url"])
+    func eachRequestOfADigestExchangeIsRecorded(credentialFrom: String) async throws {
+        let base = try await TestServers.fault()
+        let api = try await faultManager()
+        let name = "digest-\(credentialFrom)-\(UUID().uuidString.prefix(8))"
+        var url = "digest/\(name)"
+        if credentialFrom == "store" {
+            api.credentials.set(Credential(user: "ada", password: "pw"), for: try #require(ProtectionSpace(url: base)))
+        } else {
+            url = "http://ada:pw@\(base.host!):\(base.port!)/\(url)"
+        }
+        let response = try await api.request(.get, url, serializer: StringResponseSerializer())
+        #expect(response.value == "digest ok")
+        let stats: JSON = try await faultManager().GET("stats/\(name)")
+        let arrived = try #require(stats["requests"].intValue)
+        let transactions = response.metrics.transactions
+        #expect(transactions.count == arrived)
+        #expect(transactions.map { $0.response?.status.code } == Array(repeating: 401, count: arrived - 1) + [200])
+        #expect(transactions.allSatisfy { $0.request.path == "/\(name)" || $0.request.path == "/digest/\(name)" })
     }
 
     @Test func anAnswerFromTheCacheIsARecordWithoutANetworkLoad() async throws {

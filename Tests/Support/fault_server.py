@@ -888,6 +888,51 @@ def route_private(conn: Conn, req: Request) -> bool:
                    headers=[("Cache-Control", control)])
 
 
+def digest_fields(value: str) -> dict[str, str]:
+    """The `name=value` pairs of a Digest `Authorization` (values quoted or not)."""
+    fields: dict[str, str] = {}
+    rest = value[len("Digest "):]
+    while rest:
+        name, _, rest = rest.partition("=")
+        name = name.strip().strip(",").strip()
+        if rest.startswith('"'):
+            item, _, rest = rest[1:].partition('"')
+        else:
+            item, _, rest = rest.partition(",")
+        fields[name.lower()] = item.strip()
+        rest = rest.lstrip(", ")
+    return fields
+
+
+def route_digest(conn: Conn, req: Request) -> bool:
+    """`/digest/<name>?user=U&password=P` (default `ada`/`pw`): Digest authentication (RFC 7616,
+    MD5, qop=auth). Without a valid Digest `Authorization`, 401 with `WWW-Authenticate: Digest
+    realm="fault", nonce=..., qop="auth"`; with one, 200 `digest ok`. Each request is counted
+    in `/stats/<name>` with its `Authorization` (`authorizations`), so a test sees every request
+    that went out, the ones libcurl sends by itself included."""
+    name = req.path[len("/digest/"):]
+    record_authorization(name, req)
+    read_body(conn, req, None)
+    user = req.params.get("user", "ada")
+    password = req.params.get("password", "pw")
+    realm = "fault"
+    value = req.header("Authorization") or ""
+    if value.startswith("Digest "):
+        f = digest_fields(value)
+
+        def md5(text: str) -> str:
+            return hashlib.md5(text.encode()).hexdigest()
+
+        ha1 = md5(f"{user}:{realm}:{password}")
+        ha2 = md5(f"{req.method}:{f.get('uri', '')}")
+        expected = md5(f"{ha1}:{f.get('nonce', '')}:{f.get('nc', '')}:{f.get('cnonce', '')}:{f.get('qop', '')}:{ha2}")
+        if f.get("username") == user and f.get("response") == expected:
+            return respond(conn, req, 200, b"digest ok")
+    nonce = base64.b64encode(os.urandom(12)).decode()
+    challenge = f'Digest realm="{realm}", nonce="{nonce}", qop="auth", algorithm=MD5'
+    return respond(conn, req, 401, b"digest, please\n", headers=[("WWW-Authenticate", challenge)])
+
+
 def route_vary_cookie(conn: Conn, req: Request) -> bool:
     """`/vary-cookie/<name>`: 200 with `Cache-Control: max-age=600` and `Vary: Cookie`, whose
     body is `cookie=<the request's Cookie header> <k>` (k counts the name's requests, in
@@ -1583,6 +1628,8 @@ def dispatch(conn: Conn, req: Request) -> bool:
         return route_private(conn, req)
     if p.startswith("/vary-cookie/"):
         return route_vary_cookie(conn, req)
+    if p.startswith("/digest/"):
+        return route_digest(conn, req)
     if p == "/endless":
         return route_endless(conn, req)
     if p == "/v1/chat/completions":
