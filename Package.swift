@@ -163,11 +163,13 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
-        // Storage: HTTP dates, Cache-Control, cookies and authentication challenges as parsed.
+        // Storage: HTTP dates, Cache-Control, cookies and authentication challenges as parsed;
+        // the HTTP cache's files (its index's snapshot and journal) and eviction order.
         .testTarget(
             name: "CourierStorageTests",
             dependencies: [
                 "CourierStorage", "CourierCore", .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The seam: redirects (RedirectPolicy), the response head parser every transport feeds,

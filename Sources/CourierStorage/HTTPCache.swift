@@ -7,84 +7,84 @@ import Logging
 /// stored, on disk for a default session and in memory for an ephemeral one, within a size
 /// limit, least recently used first out.
 ///
-/// On disk, each entry is one file (`<hash>.response`: a length-prefixed JSON record with the
-/// body), written to a temporary file and renamed; `index.json` lists the entries with their
-/// sizes and last use. A file that cannot be read or decoded is a miss, and is removed. All
-/// state is guarded by `state`; file I/O runs on the caller's (nonisolated) task.
+/// On disk, in the cache's directory:
 ///
-/// What is read back from disk is not trusted: an index entry is kept only if its file is the
-/// one the cache writes for its key (a name in the cache directory) and its size is within the
-/// capacity; others are dropped and logged, and the files they name are neither read nor
-/// removed. An entry file is read only if it is a regular file (not through a symbolic link)
-/// of a plausible size.
+/// - `<hash>.response`, one file per entry (a length-prefixed JSON record with the body),
+///   written to a temporary file and renamed. A file that cannot be read or decoded is a
+///   miss, and is removed.
+/// - `index.json`, the index's snapshot: each entry's file, size and last use.
+/// - `index.journal`, what changed since the snapshot: one JSON line per store or removal,
+///   appended with one `write`, and the last uses of entries used since the previous line,
+///   which go with the next one (a hit writes nothing). The snapshot is rewritten and the
+///   journal emptied when the journal outgrows the index (`CacheIndexJournal`), so a store
+///   costs about the same at any size. A cache directory with `index.json` alone (written
+///   before the journal) opens as it is.
+///
+/// In memory, the index and two `RecencyList`s: every entry's, for eviction from disk, and that
+/// of the entries kept decoded (all of them in memory, the recently used ones within
+/// `memoryCapacity` on disk, so that a hit costs no file read). All state is guarded by
+/// `state`; the journal has a lock of its own, taken first, and file I/O runs on the caller's
+/// (nonisolated) task.
+///
+/// What is read back from disk is not trusted: an index entry or journal record is kept only
+/// if its file is the one the cache writes for its key (a name in the cache directory) and its
+/// size is within the capacity; others are dropped and logged, and the files they name are
+/// neither read nor removed. An entry file is read only if it is a regular file (not through a
+/// symbolic link) of a plausible size.
 public final class HTTPCache: Sendable {
-    private struct IndexEntry: Codable {
-        var file: String
-        var size: Int64
-        var lastUse: Date
-        /// Which store wrote the file (in this process; not saved): a file read while a newer
-        /// one was stored is not kept in memory.
-        var version: UInt64 = 0
-
-        enum CodingKeys: String, CodingKey { case file, size, lastUse }
-    }
-
     private struct State {
-        var index: [String: IndexEntry] = [:]
+        var index: [String: CacheIndexEntry] = [:]
+        /// Every key in `index`, least recently used first: the order entries leave the cache.
+        var recency = RecencyList<String>()
         /// Decoded entries: every entry of a cache in memory; for a cache on disk, the
         /// recently used ones, within `memoryCapacity`, so a hit costs no file read.
         var memory: [String: CachedResponse] = [:]
+        /// The keys in `memory`, least recently used first: the order they leave memory.
+        var memoryRecency = RecencyList<String>()
         var memoryTotal: Int64 = 0
         var total: Int64 = 0
         var versions: UInt64 = 0
+        /// Keys used since the journal's last append (on disk only): their last uses are
+        /// journaled with the next change, so that a hit does no I/O.
+        var usedSinceAppend: Set<String> = []
     }
 
     private let directory: URL?
     private let capacity: Int64
     private let memoryCapacity: Int64
-    private let state = Locked(State())
-    /// Held while `index.json` is written, so the last rename carries the latest index.
-    private let indexWriter = Locked(())
+    private let state: Locked<State>
+    /// The index's files (nil in memory). Held while the index changes and the change is
+    /// appended, so that the journal's order is the index's; taken before `state`.
+    private let journal: Locked<CacheIndexJournal>?
 
     /// A cache in `directory` (nil: in memory) of at most `capacity` bytes. A cache on disk
     /// also keeps up to `memoryCapacity` bytes of recently used entries decoded in memory.
-    /// `logger` hears of index entries that were dropped.
+    /// `logger` hears of index entries and journal records that were dropped.
     package init(directory: URL?, capacity: Int64, memoryCapacity: Int64 = 4 << 20, logger: Logger? = nil) {
         self.directory = directory
         self.capacity = capacity
         self.memoryCapacity = directory == nil ? capacity : min(capacity, memoryCapacity)
-        guard let directory else { return }
-        let indexFile = directory.appendingPathComponent("index.json")
-        guard let data = Self.readRegularFile(indexFile, limit: 64 << 20) else { return }
-        guard let stored = try? JSONDecoder().decode([String: IndexEntry].self, from: data) else {
-            logger?.warning("Ignored the cache index \(indexFile.path): it cannot be decoded")
+        guard let directory else {
+            state = Locked(State())
+            journal = nil
             return
         }
-        var index: [String: IndexEntry] = [:]
-        for (key, entry) in stored {
-            if let problem = Self.problem(with: entry, for: key, capacity: capacity) {
-                logger?.warning("Dropped the cache index entry for \(key): \(problem); its file was left alone")
-            } else {
-                index[key] = entry
-            }
-        }
-        state.withLock { state in
-            state.index = index
-            state.total = index.values.reduce(0) { $0 + $1.size }
-        }
-        if index.count != stored.count { writeIndex() }
+        let loaded = CacheIndexJournal.load(from: directory, capacity: capacity, logger: logger)
+        var journal = CacheIndexJournal(directory: directory, after: loaded)
+        // Rewritten at once when something was dropped, so that the next open does not log it
+        // again and no record is appended to a line a crash cut short.
+        if loaded.damaged || journal.shouldCompact(entries: loaded.entries.count) { journal.compact(loaded.entries) }
+        var state = State(index: loaded.entries)
+        for (key, _) in loaded.entries.sorted(by: { $0.value.lastUse < $1.value.lastUse }) { state.recency.use(key) }
+        state.total = loaded.entries.values.reduce(0) { $0 + $1.size }
+        self.state = Locked(state)
+        self.journal = Locked(journal)
     }
 
-    /// Why an index entry read back from disk cannot be kept; nil when it is one the cache
-    /// could have written: the file named after the key, a size within the capacity.
-    private static func problem(with entry: IndexEntry, for key: String, capacity: Int64) -> String? {
-        guard entry.file == fileName(for: key) else {
-            return "it names the file \"\(entry.file)\", not the one the cache writes for it"
-        }
-        guard entry.size >= 0, entry.size <= capacity else {
-            return "its size \(entry.size) is not within 0...\(capacity)"
-        }
-        return nil
+    /// Journals the last uses not yet written (one append), so that the next open orders the
+    /// entries by them.
+    deinit {
+        change { _ in ([], []) }
     }
 
     package static func key(method: HTTPRequest.Method, url: String) -> String { "\(method.rawValue) \(url)" }
@@ -94,12 +94,14 @@ public final class HTTPCache: Sendable {
     package func entry(for key: String) -> CachedResponse? {
         let found = state.withLock { state -> (entry: CachedResponse?, file: String?, version: UInt64) in
             guard let indexed = state.index[key] else { return (nil, nil, 0) }
-            state.index[key]?.lastUse = Date()
-            return (state.memory[key], indexed.file, indexed.version)
+            let decoded = Self.use(key, in: &state, journaled: journal != nil)
+            return (decoded, indexed.file, indexed.version)
         }
         if let entry = found.entry { return entry }
         guard let directory, let file = found.file else { return nil }
-        guard let data = Self.readRegularFile(directory.appendingPathComponent(file), limit: capacity + 4 + (1 << 20)),
+        guard
+            let data = CacheIndexJournal.readRegularFile(
+                directory.appendingPathComponent(file), limit: capacity + 4 + (1 << 20)),
             let entry = Self.decode(data), entry.key == key
         else {
             remove(key)  // corrupt or missing: a miss
@@ -111,19 +113,37 @@ public final class HTTPCache: Sendable {
         return entry
     }
 
+    /// Marks the stored `key` used now; returns its decoded copy, if memory has one.
+    private static func use(_ key: String, in state: inout State, journaled: Bool) -> CachedResponse? {
+        state.index[key]?.lastUse = Date()
+        state.recency.use(key)
+        if journaled { state.usedSinceAppend.insert(key) }
+        let decoded = state.memory[key]
+        if decoded != nil { state.memoryRecency.use(key) }
+        return decoded
+    }
+
     /// Keeps `entry` decoded in memory, dropping the least recently used others beyond
     /// `limit` (from memory only: the index decides what is stored).
     private static func remember(_ entry: CachedResponse, in state: inout State, within limit: Int64) {
-        let size = entry.size
         if let old = state.memory.updateValue(entry, forKey: entry.key) { state.memoryTotal -= old.size }
-        state.memoryTotal += size
-        while state.memoryTotal > limit,
-            let oldest = state.memory.keys.min(by: {
-                (state.index[$0]?.lastUse ?? .distantPast) < (state.index[$1]?.lastUse ?? .distantPast)
-            })
-        {
+        state.memoryTotal += entry.size
+        state.memoryRecency.use(entry.key)
+        while state.memoryTotal > limit, let oldest = state.memoryRecency.removeOldest() {
             state.memoryTotal -= state.memory.removeValue(forKey: oldest)?.size ?? 0
         }
+    }
+
+    /// Takes `key` out of the index, the eviction order and memory; the entry it had.
+    private static func drop(_ key: String, from state: inout State) -> CacheIndexEntry? {
+        guard let entry = state.index.removeValue(forKey: key) else { return nil }
+        state.recency.remove(key)
+        if let decoded = state.memory.removeValue(forKey: key) {
+            state.memoryTotal -= decoded.size
+            state.memoryRecency.remove(key)
+        }
+        state.total -= entry.size
+        return entry
     }
 
     // MARK: Writing
@@ -131,7 +151,7 @@ public final class HTTPCache: Sendable {
     package func store(_ entry: CachedResponse) {
         let size = entry.size
         guard size <= capacity else { return }
-        let file = Self.fileName(for: entry.key)
+        let file = CacheIndexJournal.fileName(for: entry.key)
         if let directory {
             guard let data = Self.encode(entry) else { return }
             do {
@@ -140,27 +160,24 @@ public final class HTTPCache: Sendable {
                 return
             }
         }
-        let evicted = state.withLock { state -> [IndexEntry] in
+        change { state in
             if let old = state.index[entry.key] { state.total -= old.size }
             state.versions += 1
-            state.index[entry.key] = IndexEntry(file: file, size: size, lastUse: Date(), version: state.versions)
+            let indexed = CacheIndexEntry(file: file, size: size, lastUse: Date(), version: state.versions)
+            state.index[entry.key] = indexed
+            state.recency.use(entry.key)
             state.total += size
-            var evicted: [IndexEntry] = []
-            while state.total > capacity,
-                let oldest = state.index.min(by: { $0.value.lastUse < $1.value.lastUse })
+            var records = [CacheIndexRecord.store(entry.key, indexed)]
+            var evicted: [String] = []
+            while state.total > capacity, let oldest = state.recency.oldest,
+                let dropped = Self.drop(oldest, from: &state)
             {
-                state.index[oldest.key] = nil
-                state.memoryTotal -= state.memory.removeValue(forKey: oldest.key)?.size ?? 0
-                state.total -= oldest.value.size
-                evicted.append(oldest.value)
+                records.append(.remove(oldest))
+                evicted.append(dropped.file)
             }
             if state.index[entry.key] != nil { Self.remember(entry, in: &state, within: memoryCapacity) }
-            return evicted
+            return (records, evicted)
         }
-        if let directory {
-            for entry in evicted { unlink(directory.appendingPathComponent(entry.file).path) }
-        }
-        writeIndex()
     }
 
     /// Replaces the decoded copy of a stored entry (after a 304 that left it stale, so the copy
@@ -169,35 +186,74 @@ public final class HTTPCache: Sendable {
     package func refresh(_ entry: CachedResponse) {
         state.withLock { state in
             guard state.index[entry.key] != nil else { return }
-            state.index[entry.key]?.lastUse = Date()
+            _ = Self.use(entry.key, in: &state, journaled: journal != nil)
             Self.remember(entry, in: &state, within: memoryCapacity)
         }
     }
 
     package func remove(_ key: String) {
-        let removed = state.withLock { state -> IndexEntry? in
-            guard let entry = state.index.removeValue(forKey: key) else { return nil }
-            state.memoryTotal -= state.memory.removeValue(forKey: key)?.size ?? 0
-            state.total -= entry.size
-            return entry
-        }
-        if let removed, let directory {
-            unlink(directory.appendingPathComponent(removed.file).path)
-            writeIndex()
+        change { state in
+            guard let removed = Self.drop(key, from: &state) else { return ([], []) }
+            return ([.remove(key)], [removed.file])
         }
     }
 
-    /// Removes every stored response (and its file).
+    /// Removes every stored response (and its file), and empties the index's snapshot and
+    /// journal.
     public func removeAll() {
-        let files = state.withLock { state -> [String] in
-            defer { state = State(versions: state.versions) }
-            return state.index.values.map(\.file)
+        guard let journal, let directory else {
+            state.withLock { $0 = State(versions: $0.versions) }
+            return
         }
-        if let directory {
+        journal.withLock { journal in
+            let files = state.withLock { state -> [String] in
+                defer { state = State(versions: state.versions) }
+                return state.index.values.map(\.file)
+            }
             for file in files { unlink(directory.appendingPathComponent(file).path) }
-            writeIndex()
+            journal.compact([:])
         }
     }
+
+    /// Applies `update` to the state; on disk, then removes the files it returns and journals
+    /// the records it returns (after the last uses not yet journaled), or compacts instead
+    /// when the journal is due. The files go first: a crash in between leaves index entries
+    /// whose files are missing (misses, dropped when read), never files the index has lost.
+    private func change(_ update: (inout State) -> (records: [CacheIndexRecord], files: [String])) {
+        guard let journal, let directory else {
+            _ = state.withLock { update(&$0) }
+            return
+        }
+        journal.withLock { journal in
+            let (records, files, count) = state.withLock { state in
+                let (records, files) = update(&state)
+                return (Self.takeUses(from: &state) + records, files, state.index.count)
+            }
+            for file in files { unlink(directory.appendingPathComponent(file).path) }
+            guard !records.isEmpty else { return }
+            if journal.shouldCompact(entries: count, adding: records.count) {
+                // The snapshot has every last use: the pending ones need no line.
+                let snapshot = state.withLock { state in
+                    state.usedSinceAppend.removeAll()
+                    return state.index
+                }
+                journal.compact(snapshot)
+            } else {
+                journal.append(records)
+            }
+        }
+    }
+
+    /// The last uses not yet journaled, as records; forgets them.
+    private static func takeUses(from state: inout State) -> [CacheIndexRecord] {
+        guard !state.usedSinceAppend.isEmpty else { return [] }
+        defer { state.usedSinceAppend.removeAll(keepingCapacity: true) }
+        return state.usedSinceAppend.compactMap { key in state.index[key].map { .use(key, at: $0.lastUse) } }
+    }
+
+    /// Bytes written to the index's files (snapshot and journal) by this cache: what the tests
+    /// of a store's cost count.
+    package var indexBytesWritten: Int64 { journal?.withLock { $0.bytesWritten } ?? 0 }
 
     /// The bytes the stored responses take (approximately: bodies and headers).
     public var totalSize: Int64 { state.withLock { $0.total } }
@@ -218,37 +274,7 @@ public final class HTTPCache: Sendable {
         remove(Self.key(method: .get, url: url.absoluteString))
     }
 
-    private func writeIndex() {
-        guard let directory else { return }
-        indexWriter.withLock { _ in
-            let index = state.withLock { $0.index }
-            guard let data = try? JSONEncoder().encode(index) else { return }
-            try? AtomicFile.replace(directory.appendingPathComponent("index.json"), with: data)
-        }
-    }
-
     // MARK: Files
-
-    private static func fileName(for key: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
-        for byte in key.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x100_0000_01b3
-        }
-        return String(hash, radix: 16) + ".response"
-    }
-
-    /// The bytes of `url` if it is a regular file (not reached through a symbolic link) of at
-    /// most `limit` bytes; nil otherwise.
-    private static func readRegularFile(_ url: URL, limit: Int64) -> Data? {
-        let descriptor = open(url.path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG, Int64(status.st_size) <= limit
-        else { return nil }
-        return try? FileHandle(fileDescriptor: descriptor, closeOnDealloc: false).readToEnd() ?? Data()
-    }
 
     /// A 4-byte length, the JSON record without the body, then the body.
     private static func encode(_ entry: CachedResponse) -> Data? {

@@ -145,7 +145,7 @@ import Testing
             .get, "cache/60", serializer: DataResponseSerializer())
         await server.stop()
         let files = try FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("cache").path)
-        #expect(files.contains("index.json"))
+        #expect(files.contains("index.journal"))  // the index: one line per store so far
         #expect(files.filter { $0.hasSuffix(".response") }.count == 1)
         for file in files {  // responses can carry private data: the user's alone
             let path = directory.appendingPathComponent("cache").appendingPathComponent(file).path

@@ -259,13 +259,36 @@ import Testing
         return configuration
     }
 
-    /// Stores a response to `cache/60` and returns the index, as a dictionary to tamper with.
+    /// The lines of the cache's journal (`index.journal`: one JSON record per store, removal
+    /// or batch of uses since the snapshot in `index.json`), as dictionaries to tamper with.
+    static func journalRecords(_ directory: URL) throws -> [[String: Any]] {
+        let data = try Data(contentsOf: directory.appendingPathComponent("cache/index.journal"))
+        return try data.split(separator: UInt8(ascii: "\n")).map {
+            try #require(try JSONSerialization.jsonObject(with: Data($0)) as? [String: Any])
+        }
+    }
+
+    static func writeJournal(_ records: [[String: Any]], _ directory: URL) throws {
+        var data = Data()
+        for record in records { data += try JSONSerialization.data(withJSONObject: record) + Data("\n".utf8) }
+        try data.write(to: directory.appendingPathComponent("cache/index.journal"))
+    }
+
+    /// Stores a response to `cache/60` and returns the index as a snapshot (`index.json`)
+    /// would hold it, as a dictionary to tamper with. The journal that holds it is removed, so
+    /// that the snapshot the test writes is the whole index (as a cache written before the
+    /// journal has it).
     static func storedIndex(_ directory: URL, _ server: URL) async throws -> [String: [String: Any]] {
         let first = HTTPSessionManager(baseURL: server, configuration: cacheConfiguration(directory))
         _ = try await first.request(.get, "cache/60", serializer: DataResponseSerializer())
         first.invalidateAndCancel()
-        let data = try Data(contentsOf: directory.appendingPathComponent("cache/index.json"))
-        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: [String: Any]])
+        var index: [String: [String: Any]] = [:]
+        for record in try journalRecords(directory) where record["op"] as? String == "store" {
+            let key = try #require(record["key"] as? String)
+            index[key] = record.filter { ["file", "size", "lastUse"].contains($0.key) }
+        }
+        try FileManager.default.removeItem(at: directory.appendingPathComponent("cache/index.journal"))
+        return index
     }
 
     @Test func aCacheIndexNamingAFileOutsideTheCacheIsIgnored() async throws {
@@ -288,6 +311,30 @@ import Testing
         #expect(response.source == .network)
         #expect(try Data(contentsOf: victim) == Self.precious)
         #expect(recorder.messages.contains { $0.contains("cache") }, "\(recorder.messages)")
+    }
+
+    @Test func aCacheJournalRecordNamingAFileOutsideTheCacheIsIgnored() async throws {
+        let directory = try DownloadTests.temporaryDirectory()
+        let server = try await TestServers.httpbin()
+        let first = HTTPSessionManager(baseURL: server, configuration: Self.cacheConfiguration(directory))
+        _ = try await first.request(.get, "cache/60", serializer: DataResponseSerializer())
+        first.invalidateAndCancel()
+        var records = try Self.journalRecords(directory)
+        #expect(records.count == 1)
+        let victim = try Self.victim()
+        for index in records.indices {
+            records[index]["file"] = "../../\(victim.deletingLastPathComponent().lastPathComponent)/victim.txt"
+        }
+        try Self.writeJournal(records, directory)
+
+        let recorder = LogRecorder()
+        let api = HTTPSessionManager(
+            baseURL: server, configuration: Self.cacheConfiguration(directory), logger: recorder.logger)
+        #expect(api.cache?.count == 0)
+        let response = try await api.request(.get, "cache/60", serializer: DataResponseSerializer())
+        #expect(response.source == .network)
+        #expect(try Data(contentsOf: victim) == Self.precious)
+        #expect(recorder.messages.contains { $0.contains("cache journal record") }, "\(recorder.messages)")
     }
 
     @Test func cacheIndexEntriesWithAbsurdSizesAreDropped() async throws {
