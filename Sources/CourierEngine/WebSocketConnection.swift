@@ -393,21 +393,20 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
 
     private func frames(_ bytes: UnsafeRawBufferPointer) {
         receivedSinceKeepalive = true
-        let events: [WebSocketEvent]
-        do {
-            events = try reader.feed(bytes)
-        } catch {
-            var context = closingContext(error.message, code: error.closeCode)
-            context.webSocketCloseCode = error.closeCode
-            let failure: CourierError =
-                error.closeCode == 1009 ? .responseTooLarge(context) : .webSocketProtocolViolation(context)
-            closeAfterFailure(failure, code: error.closeCode)
-            return
-        }
+        // The messages that arrived whole before a violation go to the reader first, however
+        // the server's bytes were cut into reads: they were sent, and are the reader's.
+        let (events, violation) = reader.read(bytes)
         for event in events {
             handle(event)
             if phase == .finished { return }
         }
+        // After the server's close frame, what follows it is not read (RFC 6455 section 5.5.1).
+        guard let violation, ending == nil else { return }
+        var context = closingContext(violation.message, code: violation.closeCode)
+        context.webSocketCloseCode = violation.closeCode
+        let failure: CourierError =
+            violation.closeCode == 1009 ? .responseTooLarge(context) : .webSocketProtocolViolation(context)
+        closeAfterFailure(failure, code: violation.closeCode)
     }
 
     private func handle(_ event: WebSocketEvent) {
@@ -453,7 +452,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
     /// The reader took enough messages: read again (TLS may hold bytes that no epoll event
     /// will announce).
     private func resumeReading() {
-        guard readingPaused, phase != .finished else { return }
+        guard readingPaused, phase != .finished, ending == nil else { return }
         readingPaused = false
         updateInterest()
         readAvailable()

@@ -98,6 +98,41 @@ import Testing
     }
 }
 
+/// What the reader returns when a server breaks the protocol after whole messages.
+@Suite struct WebSocketViolationTests {
+    /// Five text messages, a ping, then a masked frame (a violation), then a message that is
+    /// never read.
+    static let bytes: [UInt8] =
+        (1...5).flatMap { WebSocketFrameWriter.frame(.text, Array("message \($0)".utf8), mask: nil) }
+        + WebSocketFrameWriter.frame(.ping, [1], mask: nil)
+        + WebSocketFrameWriter.frame(.text, Array("hi".utf8), mask: 0x37FA_213D)
+        + WebSocketFrameWriter.frame(.text, Array("after".utf8), mask: nil)
+
+    static let expected: [WebSocketEvent] = (1...5).map { .text("message \($0)") } + [.ping([1])]
+
+    @Test(arguments: [1, 2, 3, 7, 13, 64, 1 << 20])
+    func theEventsBeforeAViolationAreReturnedWithItHoweverTheBytesAreCut(chunk: Int) {
+        var reader = WebSocketFrameReader()
+        var events: [WebSocketEvent] = []
+        var violation: WebSocketProtocolError?
+        for start in stride(from: 0, to: Self.bytes.count, by: chunk) where violation == nil {
+            let read = reader.read(Self.bytes[start..<min(start + chunk, Self.bytes.count)])
+            events += read.events
+            violation = read.violation
+        }
+        #expect(events == Self.expected)
+        #expect(violation?.closeCode == 1002)
+        // Done after it: the violation again, and nothing else.
+        let again = reader.read(WebSocketFrameWriter.frame(.text, Array("more".utf8), mask: nil))
+        #expect(again.events.isEmpty && again.violation?.closeCode == 1002)
+    }
+
+    @Test func feedStillThrowsTheViolation() {
+        var reader = WebSocketFrameReader()
+        #expect(throws: WebSocketProtocolError.self) { try reader.feed(Self.bytes) }
+    }
+}
+
 /// The opening handshake's pieces: the accept value (the RFC's example), the request head,
 /// and the checks of the server's answer.
 @Suite struct WebSocketHandshakeTests {

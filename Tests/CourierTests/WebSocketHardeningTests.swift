@@ -40,6 +40,29 @@ import Testing
         return try ReceivedHead(text)
     }
 
+    // MARK: - Messages before a violation
+
+    @Test func messagesThatArrivedWholeBeforeAViolationAreReadFirst() async throws {
+        let peers = try await TestServers.webSocketPeers()
+        let id = "before-violation-\(UUID())"
+        let socket = try await manager(peers.raw).webSocket(
+            "hostile/messages-then-masked", parameters: ["id": .string(id)])
+        var received: [WebSocketMessage] = []
+        let error = await #expect(throws: CourierError.self) {
+            for try await message in socket.messages { received.append(message) }
+        }
+        #expect(received == (1...5).map { .text("message \($0)") })
+        guard case .webSocketProtocolViolation(let context) = error else {
+            Issue.record("expected webSocketProtocolViolation, got \(String(describing: error))")
+            return
+        }
+        #expect(context.webSocketCloseCode == 1002)
+        let raw = manager(URL(string: "http://\(peers.raw.host!):\(peers.raw.port!)/")!)
+        let code = try await raw.GET(
+            "hostile/last-close", parameters: ["id": .string(id), "wait": 6000], serializer: StringResponseSerializer())
+        #expect(code == "1002")
+    }
+
     // MARK: - Credentials for ws and wss
 
     @Test func aWebSocketsProtectionSpaceIsItsHandshakesOrigin() throws {

@@ -54,6 +54,9 @@ extension) and then, by path (``?id=NAME`` is optional, see last-close):
   /hostile/oversized         a binary message of 2 MiB (one correct frame, byte i is i % 251)
   /hostile/bad-accept        a 101 whose Sec-WebSocket-Accept is wrong, then a text frame "hi"
   /hostile/control-too-long  a ping with a 126-byte payload
+  /hostile/messages-then-masked
+                             five text frames "message 1" .. "message 5", then a masked
+                             text frame "hi" (all with the 101, in one write)
         Each then reads the client's frames for up to 5 s. The first close frame's code is
         recorded (1005 for an empty close payload) and answered with a close frame carrying
         the same code, and the connection is closed; after 5 s without one it is closed
@@ -426,6 +429,8 @@ HOSTILE_FRAMES = {
     "oversized": frame(0x2, pattern(2 << 20)),
     "bad-accept": frame(0x1, b"hi"),
     "control-too-long": frame(0x9, pattern(126)),
+    "messages-then-masked": b"".join(frame(0x1, f"message {i}".encode()) for i in range(1, 6))
+    + frame(0x1, b"hi", mask=b"\x37\xfa\x21\x3d"),
 }
 
 
