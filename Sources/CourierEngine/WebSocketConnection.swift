@@ -196,6 +196,15 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             return
         }
         engine.webSockets[ObjectIdentifier(self)] = self
+        // A head that could not be sent fails before libcurl connects (the cookies added
+        // later come from the cookie store, which holds no control characters).
+        do {
+            _ = try handshakeBytes(fields: request.head.headerFields)
+        } catch {
+            phase = .connecting
+            finish(.failure(error))
+            return
+        }
         phase = .connecting
         setPhaseDeadline(after: parameters.openTimeout)
         guard let easy = curl_easy_init() else {
@@ -270,14 +279,26 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             }
         }
         sentRequest = sent
-        guard let url = request.url else { return }
-        outgoing.append(
-            Outgoing(
-                bytes: WebSocketHandshake.requestBytes(
-                    url: url, key: key, protocols: parameters.protocols, fields: sent.headerFields,
-                    offersCompression: parameters.offersCompression),
-                waiter: nil))
+        let head: [UInt8]
+        do {
+            head = try handshakeBytes(fields: sent.headerFields)
+        } catch {
+            fail(error)
+            return
+        }
+        outgoing.append(Outgoing(bytes: head, waiter: nil))
         flush()
+    }
+
+    /// The handshake's request head with `fields`; throws for a URL or a field that cannot
+    /// go into a head (a line break, a control character).
+    private func handshakeBytes(fields: HTTPFields) throws(CourierError) -> [UInt8] {
+        guard let url = request.url else {
+            throw .invalidURL(.init(url: url, message: "'\(request.urlString)' is not a valid URL"))
+        }
+        return try WebSocketHandshake.requestBytes(
+            url: url, key: key, protocols: parameters.protocols, fields: fields,
+            offersCompression: parameters.offersCompression)
     }
 
     // MARK: - Reading (engine thread)

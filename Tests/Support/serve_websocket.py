@@ -70,6 +70,10 @@ extension) and then, by path (``?id=NAME`` is optional, see last-close):
   /no-close-reply[?id=NAME]  echoes messages (and answers pings) until the client's close
         frame, which is recorded under NAME and never answered: the server sends nothing
         more and keeps TCP open until the client closes it (600 s at most).
+  /head/<anything>  whatever its request line looks like (it is not parsed): a 101, then
+        one text message, the JSON {"requestLine": <the first line as received>,
+        "headerLines": [<each further line of the head, as received>]}, then a close with
+        1000; then reads until the client's close (5 s at most).
 
 proxy_port: an HTTP CONNECT proxy. ``CONNECT host:port`` needs ``Proxy-Authorization:
 Basic`` for courier:proxy-secret (else 407 with ``Proxy-Authenticate: Basic
@@ -324,12 +328,22 @@ def quiet_handshake_failures(loop, context) -> None:
 # ---------------------------------------------------------------------------
 # Plain HTTP/1.1 and frame plumbing for the raw port and the proxy
 
-async def read_head(reader: asyncio.StreamReader):
-    """(method, target, headers as [(lower-case name, value)]) or None at EOF or on garbage."""
+async def read_raw_head(reader: asyncio.StreamReader) -> bytes | None:
+    """The request head's bytes up to and with the blank line, or None at EOF or past the limit."""
     try:
-        head = await reader.readuntil(b"\r\n\r\n")
+        return await reader.readuntil(b"\r\n\r\n")
     except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
         return None
+
+
+async def read_head(reader: asyncio.StreamReader):
+    """(method, target, headers as [(lower-case name, value)]) or None at EOF or on garbage."""
+    head = await read_raw_head(reader)
+    return None if head is None else parse_head(head)
+
+
+def parse_head(head: bytes):
+    """read_head's answer for a head already read."""
     lines = head.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ")
     if len(parts) != 3:
@@ -501,9 +515,42 @@ async def no_close_reply(reader, writer, record: CloseRecord) -> None:
         pass
 
 
+async def report_head(lines: list[str], reader, writer) -> None:
+    """/head/...: the head as it came, whatever its request line looks like."""
+    headers = []
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers.append((name.strip().lower(), value.strip()))
+    key = header(headers, "sec-websocket-key")
+    if key is None:
+        writer.write(http_response(400, "a WebSocket upgrade is expected here\n"))
+        return
+    report = json.dumps({"requestLine": lines[0], "headerLines": lines[1:]})
+    writer.write(handshake(accept_key(key)) + frame(0x1, report.encode())
+                 + frame(0x8, struct.pack("!H", 1000)))
+    try:
+        async with asyncio.timeout(HOSTILE_READ_SECONDS):
+            while True:
+                _, opcode, _ = await read_frame(reader)
+                if opcode == 0x8:
+                    break
+    except (asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, ConnectionError):
+        pass
+
+
 async def raw_connection(reader, writer) -> None:
     try:
-        request = await read_head(reader)
+        raw_head = await read_raw_head(reader)
+        if raw_head is None:
+            return
+        lines = raw_head.decode("latin-1").split("\r\n")
+        while lines and lines[-1] == "":
+            lines.pop()
+        if lines and lines[0].startswith("GET /head/"):
+            await report_head(lines, reader, writer)
+            return
+        request = parse_head(raw_head)
         if request is None:
             return
         method, target, headers = request
