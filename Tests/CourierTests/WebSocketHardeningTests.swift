@@ -106,6 +106,73 @@ import Testing
         }
     }
 
+    // MARK: - A ping flood
+
+    /// How many pings the flood of the raw server's `/ping-flood?id=NAME` has sent so far.
+    private func pingsSent(_ peers: WebSocketPeers, id: String) async throws -> Int {
+        Int(try await floodControl(peers, "sent", id: id)) ?? -1
+    }
+
+    private func floodControl(_ peers: WebSocketPeers, _ action: String, id: String) async throws -> String {
+        let api = manager(URL(string: "http://\(peers.raw.host!):\(peers.raw.port!)/")!)
+        return try await api.GET(
+            "ping-flood/\(action)", parameters: ["id": .string(id)], serializer: StringResponseSerializer())
+    }
+
+    /// A server that sends pings as fast as it can and reads nothing: one pong waits at most
+    /// (a later ping's payload replaces a waiting one's), the client stops reading until it
+    /// is written (so the server's sends stall), and once the server reads again the last pong
+    /// answers its last ping and the socket works on.
+    // The limit catches a hang; it is wide because beside the rest of the suite the peers
+    // alone can take a minute to start.
+    @Test(.timeLimit(.minutes(10))) func aPingFloodFromAServerThatDoesNotReadStaysBounded() async throws {
+        let peers = try await TestServers.webSocketPeers()
+        let id = "flood-\(UUID())"
+        let socket = try await manager(peers.raw).webSocket(
+            "ping-flood", parameters: ["id": .string(id), "seconds": 60])
+        let connection = try #require(socket.channel as? WebSocketConnection)
+        // The flood stalls: its count stays the same for a second (the client read on for as
+        // long as the server sent, before). It takes some 60,000 pings, answered until the
+        // kernel's buffers are full of pongs: a few seconds on a loaded machine.
+        var last = -1
+        var stalledSince: ContinuousClock.Instant?
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            let sent = try await pingsSent(peers, id: id)
+            if sent != last {
+                (last, stalledSince) = (sent, .now)
+            } else if let since = stalledSince, ContinuousClock.now - since >= .seconds(1) {
+                break
+            }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        let peak = connection.peakUnwrittenBytes.load(ordering: .relaxed)
+        guard let since = stalledSince, ContinuousClock.now - since >= .seconds(1), last > 0 else {
+            Issue.record("the flood never stalled: \(last) pings sent; \(peak) bytes waited to be written at most")
+            socket.cancel()
+            return
+        }
+        // The handshake's head (under 300 bytes) was the most that ever waited: two pongs of
+        // 131 bytes at most (one being written, one waiting) are less.
+        #expect(peak <= 1024, "\(peak) bytes waited to be written")
+        #expect(try await floodControl(peers, "stop", id: id) == "stopped")
+        var iterator = socket.messages.makeAsyncIterator()
+        #expect(try await iterator.next() == .text("flood over"))
+        try await socket.send(.text("counts"))
+        guard case .text(let text) = try await iterator.next() else {
+            Issue.record("expected the counts")
+            return
+        }
+        let counts = try JSON(parsing: Data(text.utf8))
+        let pings = try #require(counts["pings"].intValue)
+        let pongs = try #require(counts["pongs"].intValue)
+        #expect(pongs >= 1 && pongs < pings, "\(pongs) pongs for \(pings) pings")
+        #expect(counts["lastPong"].intValue == pings, "the last pong answers the last ping: \(counts)")
+        #expect(connection.peakUnwrittenBytes.load(ordering: .relaxed) <= 1024)
+        await socket.close()
+        #expect(socket.closeCode == .normalClosure)
+    }
+
     // MARK: - Messages before a violation
 
     @Test func messagesThatArrivedWholeBeforeAViolationAreReadFirst() async throws {

@@ -70,6 +70,19 @@ extension) and then, by path (``?id=NAME`` is optional, see last-close):
   /no-close-reply[?id=NAME]  echoes messages (and answers pings) until the client's close
         frame, which is recorded under NAME and never answered: the server sends nothing
         more and keeps TCP open until the client closes it (600 s at most).
+  /ping-flood[?id=NAME][&seconds=S][&kind=ping|pong]
+        pings of 125 bytes (an 8-byte big-endian sequence number from 1, then zeros), 512 to
+        a write, as fast as the client takes them, reading nothing, for S seconds (default
+        5) or until /ping-flood/stop; kind=pong sends unsolicited pongs instead. Then the
+        text "flood over", then reads: counts pongs (and the sequence number of the last),
+        answers each text or binary message with the text {"pings": sent, "pongs":
+        received, "lastPong": number or null}, answers a close with the same code and ends.
+  GET /ping-flood/sent?id=NAME
+        plain HTTP: how many frames the flood ?id=NAME has handed to its socket so far (0
+        for an unknown NAME).
+  GET /ping-flood/stop?id=NAME
+        plain HTTP: ends the flood ?id=NAME now (it goes on to "flood over"); answers
+        "stopped", or "none" for an unknown NAME.
   /head/<anything>  whatever its request line looks like (it is not parsed): a 101, then
         one text message, the JSON {"requestLine": <the first line as received>,
         "headerLines": [<each further line of the head, as received>]}, then a close with
@@ -539,6 +552,67 @@ async def report_head(lines: list[str], reader, writer) -> None:
         pass
 
 
+# /ping-flood?id=NAME: what the flood sent and what came back, and its stop, by NAME.
+PING_FLOODS: dict[str, dict] = {}
+PING_FLOOD_STOPS: dict[str, asyncio.Event] = {}
+FLOOD_BATCH = 512
+
+
+async def ping_flood(reader, writer, name: str, seconds: float, opcode: int = 0x9) -> None:
+    """Pings of 125 bytes (an 8-byte big-endian sequence number first) as fast as the client
+    takes them, reading nothing, for `seconds` or until /ping-flood/stop; then the text
+    "flood over", then reads: counts pongs, answers each text message with the JSON of the
+    counts, echoes a close. With opcode 0xA, unsolicited pongs instead of pings."""
+    stats = {"pings": 0, "pongs": 0, "lastPong": None}
+    PING_FLOODS[name] = stats
+    stop = asyncio.Event()
+    PING_FLOOD_STOPS[name] = stop
+    pad = bytes(125 - 8)
+    sequence = 0
+
+    async def flood() -> None:
+        nonlocal sequence
+        while True:
+            batch = bytearray()
+            for _ in range(FLOOD_BATCH):
+                sequence += 1
+                batch += frame(opcode, sequence.to_bytes(8, "big") + pad)
+            writer.write(batch)  # in the transport: it goes out before what follows
+            stats["pings"] = sequence
+            await writer.drain()
+            # drain() returns without yielding while the client keeps up: the other
+            # connections of this process (other tests' peers) get their turn.
+            await asyncio.sleep(0)
+
+    flooding = asyncio.ensure_future(flood())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({flooding, stopping}, timeout=seconds,
+                           return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        flooding.cancel()
+        stopping.cancel()
+    if flooding.done() and not flooding.cancelled() and flooding.exception() is not None:
+        return  # the client went away
+    writer.write(frame(0x1, b"flood over"))
+    try:
+        async with asyncio.timeout(HOLD_SECONDS):
+            while True:
+                _, opcode, data = await read_frame(reader)
+                if opcode == 0xA:
+                    stats["pongs"] += 1
+                    stats["lastPong"] = int.from_bytes(data[:8], "big") if len(data) == 125 else -1
+                elif opcode in (0x1, 0x2):
+                    writer.write(frame(0x1, json.dumps(stats).encode()))
+                    await writer.drain()
+                elif opcode == 0x8:
+                    writer.write(frame(0x8, data[:2]))
+                    await writer.drain()
+                    break
+    except (asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, ConnectionError):
+        pass
+
+
 async def raw_connection(reader, writer) -> None:
     try:
         raw_head = await read_raw_head(reader)
@@ -556,6 +630,16 @@ async def raw_connection(reader, writer) -> None:
         method, target, headers = request
         path, query = split_target(target)
         name = query.get("id", [None])[0]
+        if path == "/ping-flood/sent":
+            stats = PING_FLOODS.get(name or "")
+            writer.write(http_response(200, str(stats["pings"] if stats else 0)))
+            return
+        if path == "/ping-flood/stop":
+            stop = PING_FLOOD_STOPS.get(name or "")
+            if stop is not None:
+                stop.set()
+            writer.write(http_response(200, "stopped" if stop is not None else "none"))
+            return
         if path == "/hostile/last-close":
             record = RECORDS.named.get(name) if name is not None else RECORDS.latest
             if record is not None and "wait" in query:
@@ -566,7 +650,7 @@ async def raw_connection(reader, writer) -> None:
             writer.write(http_response(200, record.code if record is not None else "none"))
             return
         kind = path[len("/hostile/"):] if path.startswith("/hostile/") else None
-        if kind not in HOSTILE_FRAMES and path not in ("/no-close-reply", "/silent"):
+        if kind not in HOSTILE_FRAMES and path not in ("/no-close-reply", "/silent", "/ping-flood"):
             writer.write(http_response(404, f"no such path {path}\n"))
             return
         key = header(headers, "sec-websocket-key")
@@ -579,6 +663,11 @@ async def raw_connection(reader, writer) -> None:
         if kind is not None:
             RECORDS.latest = record
             await hostile(kind, key, reader, writer, record)
+        elif path == "/ping-flood":
+            writer.write(handshake(accept_key(key)))
+            opcode = 0xA if query.get("kind", ["ping"])[0] == "pong" else 0x9
+            seconds = float(query.get("seconds", ["5"])[0])
+            await ping_flood(reader, writer, name or "", seconds, opcode)
         elif path == "/silent":
             # Accepts, then reads and ignores everything (pings too) until the client goes.
             writer.write(handshake(accept_key(key)))
