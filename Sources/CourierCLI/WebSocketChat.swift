@@ -8,7 +8,7 @@ import Foundation
 struct WebSocketChat {
     let api: HTTPSessionManager
     let invocation: Invocation
-    /// Prints the handshake's request and response heads.
+    /// Prints the handshake's request and response heads (secrets redacted).
     let verbose: Bool
 
     /// Whether `url` (as given on the command line) is a WebSocket URL.
@@ -25,9 +25,9 @@ struct WebSocketChat {
         if verbose {
             // On standard error: standard output carries the messages.
             var lines = ["> GET \(socket.request.path ?? "/") HTTP/1.1"]
-            lines += socket.request.headerFields.map { "> \($0.name.rawName): \($0.value)" }
+            lines += socket.request.headerFields.map { "> \(Self.shown($0))" }
             lines.append("< \(socket.response.status.code) \(socket.response.status.reasonPhrase)")
-            lines += socket.response.headerFields.map { "< \($0.name.rawName): \($0.value)" }
+            lines += socket.response.headerFields.map { "< \(Self.shown($0))" }
             FileHandle.standardError.write(Data((lines.joined(separator: "\n") + "\n").utf8))
         }
         let lines = Self.standardInputLines()
@@ -52,6 +52,13 @@ struct WebSocketChat {
         let code = socket.closeCode.map { " \($0.rawValue)" } ?? ""
         let reason = socket.closeReason.map { $0.isEmpty ? "" : " \($0)" } ?? ""
         FileHandle.standardError.write(Data("courier: the WebSocket closed\(code)\(reason)\n".utf8))
+    }
+
+    /// A field as `-v` prints it: the value of a secret one (`Authorization`, `Cookie`...)
+    /// as `<redacted>`, as the logging monitor writes it, since a terminal's output ends up in
+    /// logs and bug reports.
+    static func shown(_ field: HTTPField) -> String {
+        "\(field.name.rawName): \(LoggingMonitor.redactedFields.contains(field.name) ? "<redacted>" : field.value)"
     }
 
     /// Standard input's lines, read on a thread of its own (a blocking read would hold one

@@ -229,4 +229,60 @@ import Testing
         #expect(headers["authorization"] == .string("Basic \(Data("ada:pw".utf8).base64EncodedString())"))
         await socket.close()
     }
+
+    // MARK: - The command line
+
+    /// `courier` with `arguments`, standard input from `input` (a shell's `printf` format).
+    private func courier(
+        _ arguments: [String], input: String = "", environment: [String: String] = [:]
+    ) async throws -> CLITests.Run {
+        try await CLITests.run(
+            URL(fileURLWithPath: "/bin/sh"),
+            ["-c", #"format=$1; shift; printf "$format" | "$0" "$@""#, CLITests.courierBinary.path, input] + arguments,
+            environment: environment)
+    }
+
+    @Test func verboseRedactsTheHandshakesSecrets() async throws {
+        let peers = try await TestServers.webSocketPeers()
+        let run = try await courier(
+            [
+                "-v", "--bearer", "s3cret-token", "ws://127.0.0.1:\(peers.ws.port!)/headers",
+                "Cookie:session=s3cret-cookie",
+            ])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("> Authorization: <redacted>"), "\(run.stderr)")
+        #expect(run.stderr.contains("> Cookie: <redacted>"), "\(run.stderr)")
+        #expect(run.stderr.contains("< Set-Cookie: <redacted>"), "\(run.stderr)")
+        #expect(!run.stderr.contains("s3cret"), "\(run.stderr)")
+        // The server had them.
+        let headers = try JSON(parsing: Data(try #require(run.stdout.split(separator: "\n").first).utf8))
+        #expect(headers["authorization"] == "Bearer s3cret-token")
+        #expect(headers["cookie"] == "session=s3cret-cookie")
+    }
+
+    @Test func authGoesWithTheHandshake() async throws {
+        let peers = try await TestServers.webSocketPeers()
+        let run = try await courier(["--auth", "ada:pw", "ws://127.0.0.1:\(peers.ws.port!)/headers"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let headers = try JSON(parsing: Data(try #require(run.stdout.split(separator: "\n").first).utf8))
+        #expect(headers["authorization"] == .string("Basic \(Data("ada:pw".utf8).base64EncodedString())"))
+    }
+
+    /// A `--session`'s credential given for a ws URL goes with the later runs' handshakes: ws
+    /// is http (and wss https) for the rule that keeps a credential given over https from
+    /// going out in clear.
+    @Test func aSessionsCredentialGoesWithTheLaterHandshakes() async throws {
+        let peers = try await TestServers.webSocketPeers()
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("cli-ws-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: config) }
+        let url = "ws://127.0.0.1:\(peers.ws.port!)/headers"
+        let basic = JSON.string("Basic \(Data("ada:pw".utf8).base64EncodedString())")
+        for arguments in [["--session", "s", "--auth", "ada:pw", url], ["--session", "s", url]] {
+            let run = try await courier(arguments, environment: ["XDG_CONFIG_HOME": config.path])
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(!run.stderr.contains("not sent"), "\(run.stderr)")
+            let headers = try JSON(parsing: Data(try #require(run.stdout.split(separator: "\n").first).utf8))
+            #expect(headers["authorization"] == basic, "\(arguments)")
+        }
+    }
 }
