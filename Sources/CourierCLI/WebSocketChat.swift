@@ -3,13 +3,17 @@ import Foundation
 
 /// `courier ws://host/chat`: each line of standard input goes as a text message, and each
 /// message that arrives is printed on a line of its own (a binary one as a note of its
-/// size). The end of standard input closes the WebSocket (1000) and waits for the server's
-/// close; the server's close ends the command, with its code on standard error.
+/// size). At the end of standard input the command reads on until the server has been quiet
+/// for `quietPeriod` (replies may still be on their way), then closes the WebSocket (1000)
+/// and waits for the server's close; the server's close ends the command, with its code on
+/// standard error.
 struct WebSocketChat {
     let api: HTTPSessionManager
     let invocation: Invocation
     /// Prints the handshake's request and response heads (secrets redacted).
     let verbose: Bool
+    /// After standard input ends, how long nothing must arrive before the close.
+    let quietPeriod: Duration
 
     /// Whether `url` (as given on the command line) is a WebSocket URL.
     static func isWebSocketURL(_ url: String) -> Bool {
@@ -31,6 +35,7 @@ struct WebSocketChat {
             FileHandle.standardError.write(Data((lines.joined(separator: "\n") + "\n").utf8))
         }
         let lines = Self.standardInputLines()
+        let arrivals = Arrivals()
         let sender = Task {
             for await line in lines {
                 do {
@@ -39,10 +44,12 @@ struct WebSocketChat {
                     return
                 }
             }
+            guard await arrivals.waitForQuiet(quietPeriod) else { return }
             await socket.close()
         }
         defer { sender.cancel() }
         for try await message in socket.messages {
+            await arrivals.note()
             switch message {
             case .text(let text): FileHandle.standardOutput.write(Data((text + "\n").utf8))
             case .data(let data):
@@ -68,6 +75,30 @@ struct WebSocketChat {
             Thread.detachNewThread {
                 while let line = readLine(strippingNewline: true) { continuation.yield(line) }
                 continuation.finish()
+            }
+        }
+    }
+}
+
+/// When a message last arrived, for the wait after the end of standard input.
+private actor Arrivals {
+    private var last = ContinuousClock.now
+
+    func note() {
+        last = .now
+    }
+
+    /// Returns once nothing has arrived for `period`, counted from now at the earliest: true,
+    /// or false when the task was cancelled (the server closed first).
+    func waitForQuiet(_ period: Duration) async -> Bool {
+        last = .now
+        while true {
+            let due = last + period
+            guard ContinuousClock.now < due else { return true }
+            do {
+                try await Task.sleep(until: due, clock: .continuous)
+            } catch {
+                return false
             }
         }
     }

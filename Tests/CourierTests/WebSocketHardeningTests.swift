@@ -285,4 +285,24 @@ import Testing
             #expect(headers["authorization"] == basic, "\(arguments)")
         }
     }
+
+    /// At the end of standard input the command reads on until the server has been quiet for
+    /// `--wait` seconds (1 by default): a server that answers each line 300 ms later gets
+    /// both answers printed. (5 seconds here: the peer serves the other tests too, and on a
+    /// loaded machine an answer can come more than a second late.)
+    @Test func theEndOfInputWaitsForTheRepliesOnTheirWay() async throws {
+        let peers = try await TestServers.webSocketPeers()
+        let url = "ws://127.0.0.1:\(peers.ws.port!)/slow-echo?delay=300"
+        let run = try await courier(["--wait", "5", url], input: #"a\nb\n"#)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout == "a\nb\n")
+        #expect(run.stderr.contains("the WebSocket closed 1000"), "\(run.stderr)")
+        // --wait 0: closes at once, as the command did before the option.
+        let hasty = try await courier(["--wait", "0", url], input: #"a\nb\n"#)
+        #expect(hasty.status == 0, "\(hasty.stderr)")
+        let help = try await CLITests.courier(["--help"])
+        #expect(help.stdout.contains("--wait <wait>"), "\(help.stdout)")
+        #expect(help.stdout.contains("(default: 1.0)"), "\(help.stdout)")
+        #expect(try await CLITests.courier(["--wait", "-1", url]).status != 0)
+    }
 }

@@ -36,6 +36,9 @@ permessage-deflate (RFC 7692) when the client offers it:
                   malformed query gets 400 instead of the handshake
   /server-ping    a ping with b"hello"; once its pong is back, the text "pong received"; then
                   echoes
+  /slow-echo[?delay=MS]
+                  every message back as it came, each MS ms (default 300) after it was read,
+                  one at a time
   /drop           after the first message received, closes TCP without a close frame
   /slow-reader[?id=NAME]
                   2000 binary messages of 64 KiB (byte i is i % 251) as fast as the client
@@ -259,6 +262,11 @@ async def handler(connection):
                 else:
                     await connection.send(payload)
             await connection.close(1000, "sizes done")
+        elif path == "/slow-echo":
+            delay = int(query.get("delay", ["300"])[0]) / 1000
+            async for message in connection:
+                await asyncio.sleep(delay)
+                await connection.send(message)
         elif path == "/server-ping":
             pong = await connection.ping(b"hello")
             await pong
