@@ -41,9 +41,10 @@ struct CLISession: Codable {
     var auth: String?
     /// The token from `--bearer`.
     var bearer: String?
-    /// The scheme of the run that gave `auth` or `bearer` (`https` or `http`). A credential
-    /// given over https is never sent over plain http, although the session (kept by host and
-    /// port, as HTTPie keeps it) is the same; nil (a file from before) counts as https.
+    /// The scheme of the run that gave `auth` or `bearer` (`https` or `http`, or a WebSocket's
+    /// `wss` or `ws`). A credential given over https (or wss) is never sent over plain http
+    /// (or ws), although the session (kept by host and port, as HTTPie keeps it) is the same;
+    /// nil (a file from before) counts as https.
     var credentialScheme: String?
     var cookies: [StoredCookie] = []
 
@@ -83,9 +84,19 @@ struct CLISession: Codable {
     }
 
     /// Whether the saved `auth` or `bearer` may go with a request to `url`: not over plain
-    /// http when it was given over https.
+    /// http when it was given over https. A WebSocket's scheme counts as its handshake's (ws
+    /// as http, wss as https), as `ProtectionSpace` counts it.
     func credentialMayGo(to url: URL) -> Bool {
-        url.scheme?.lowercased() == "https" || credentialScheme == "http"
+        Self.httpScheme(url.scheme) == "https" || Self.httpScheme(credentialScheme) == "http"
+    }
+
+    /// `scheme` lower-cased, ws as http and wss as https.
+    static func httpScheme(_ scheme: String?) -> String? {
+        switch scheme?.lowercased() {
+        case "ws": "http"
+        case "wss": "https"
+        case let other: other
+        }
     }
 
     /// The session in `file`; an empty one when there is no file yet.

@@ -117,6 +117,13 @@ struct CourierCommand: AsyncParsableCommand {
 
     @Option(
         name: .long,
+        help:
+            "WebSocket: after standard input ends, keep reading until the server has been quiet this many seconds, then close."
+    )
+    var wait: Double = 1
+
+    @Option(
+        name: .long,
         help: "Keep cookies, --auth and --bearer between runs under this name, for the URL's host.")
     var session: String?
 
@@ -142,6 +149,7 @@ struct CourierCommand: AsyncParsableCommand {
             throw ValidationError("--proxy takes an http:// or https:// URL, not '\(proxy)'")
         }
         if !(0...100).contains(retry) { throw ValidationError("--retry takes 0 to 100") }
+        if !(wait >= 0 && wait <= 86_400) { throw ValidationError("--wait takes seconds: 0 to 86400") }
         if let printedParts, PrintedParts(letters: printedParts) == nil {
             throw ValidationError("--print takes letters of HBhb, not '\(printedParts)'")
         }
@@ -281,7 +289,9 @@ struct CourierCommand: AsyncParsableCommand {
         if WebSocketChat.isWebSocketURL(invocation.url) {
             if download || offline { throw ValidationError("--download and --offline are for HTTP, not WebSockets") }
             do {
-                try await WebSocketChat(api: api, invocation: invocation, verbose: verbose).run()
+                try await WebSocketChat(
+                    api: api, invocation: invocation, verbose: verbose, quietPeriod: .milliseconds(Int(wait * 1000))
+                ).run()
             } catch let error as CourierError {
                 TerminalOutput().printError(error)
                 throw ExitCode(Self.exitCode(for: error))

@@ -3,6 +3,7 @@ import CCurlShim
 import CourierTransport
 import Foundation
 import HTTPTypes
+import Synchronization
 
 /// A WebSocket on the libcurl engine: libcurl connects (`CURLOPT_CONNECT_ONLY` on a
 /// `WebSocketMulti`: DNS, the proxy tunnel, TLS with the session's trust, pins and client
@@ -22,6 +23,8 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
     private struct Outgoing {
         var bytes: [UInt8]
         var waiter: CheckedContinuation<Void, any Error>?
+        /// A pong: a later ping's takes its place while none of its bytes are written.
+        var isPong = false
     }
 
     /// A ping waiting for its pong (a keep-alive ping has no waiter).
@@ -49,6 +52,18 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
     private(set) var inbox: WebSocketInbox!
     private let shared = Locked(Shared())
     private let errorBuffer: UnsafeMutablePointer<CChar>
+    /// The most bytes that ever waited to be written at once: what a test reads to see that
+    /// a server which does not read cannot make the queue grow.
+    let peakUnwrittenBytes = Atomic<Int>(0)
+
+    /// Ping bytes (payloads and headers) read while a pong waits unwritten before the socket
+    /// stops being read: a server that pings faster than it reads the pongs is held back by
+    /// TCP, instead of keeping the engine reading and coalescing pings for as long as it
+    /// likes. A server that pings now and then never comes near it.
+    static let pingBytesWhilePongWaitsLimit = 64 << 10
+
+    /// The most bytes read from the socket in one go before the engine's other work.
+    static let readBudget = 1 << 20
 
     @EngineConfined private var phase = Phase.idle
     @EngineConfined private var easy: UnsafeMutableRawPointer?
@@ -69,7 +84,24 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
     @EngineConfined private var lastPing: UInt32 = 0
     @EngineConfined private var closeSent = false
     @EngineConfined private var closeWaiters: [CheckedContinuation<Void, Never>] = []
+    /// The reader is behind (or the connection is failing): the socket is not read.
     @EngineConfined private var readingPaused = false
+    /// Bytes of `outgoing` not yet written.
+    @EngineConfined private var unwrittenBytes = 0
+    /// The index in `outgoing` of a pong none of whose bytes are written yet.
+    @EngineConfined private var replaceablePong: Int?
+    /// Pongs queued and not wholly written: at most two, one being written and one waiting.
+    @EngineConfined private var unwrittenPongs = 0
+    /// Bytes of pings read while a pong waited unwritten, since no pong was waiting.
+    @EngineConfined private var pingBytesWhilePongWaits = 0
+    /// A server pings faster than it reads the pongs: the socket is not read until the
+    /// waiting pong is written.
+    @EngineConfined private var readingHeldForPong = false
+    /// Inside `readAvailable`: a pong written while reading lets that loop go on, instead of
+    /// starting another.
+    @EngineConfined private var isReading = false
+    /// A read is waiting in the engine's commands (`readLater`).
+    @EngineConfined private var readScheduled = false
     /// How the connection ends once the frames queued are written (after a close).
     @EngineConfined private var ending: Result<Void, any Error>?
     /// Why the connection failed, for the calls that come after.
@@ -196,6 +228,15 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             return
         }
         engine.webSockets[ObjectIdentifier(self)] = self
+        // A head that could not be sent fails before libcurl connects (the cookies added
+        // later come from the cookie store, which holds no control characters).
+        do {
+            _ = try handshakeBytes(fields: request.head.headerFields)
+        } catch {
+            phase = .connecting
+            finish(.failure(error))
+            return
+        }
         phase = .connecting
         setPhaseDeadline(after: parameters.openTimeout)
         guard let easy = curl_easy_init() else {
@@ -270,14 +311,26 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             }
         }
         sentRequest = sent
-        guard let url = request.url else { return }
-        outgoing.append(
-            Outgoing(
-                bytes: WebSocketHandshake.requestBytes(
-                    url: url, key: key, protocols: parameters.protocols, fields: sent.headerFields,
-                    offersCompression: parameters.offersCompression),
-                waiter: nil))
+        let head: [UInt8]
+        do {
+            head = try handshakeBytes(fields: sent.headerFields)
+        } catch {
+            fail(error)
+            return
+        }
+        enqueueOwn(head)
         flush()
+    }
+
+    /// The handshake's request head with `fields`; throws for a URL or a field that cannot
+    /// go into a head (a line break, a control character).
+    private func handshakeBytes(fields: HTTPFields) throws(CourierError) -> [UInt8] {
+        guard let url = request.url else {
+            throw .invalidURL(.init(url: url, message: "'\(request.urlString)' is not a valid URL"))
+        }
+        return try WebSocketHandshake.requestBytes(
+            url: url, key: key, protocols: parameters.protocols, fields: fields,
+            offersCompression: parameters.offersCompression)
     }
 
     // MARK: - Reading (engine thread)
@@ -291,15 +344,33 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             unwatch()
             return
         }
+        // Not watched for reading while a pong waits: this is a hang-up or an error, which a
+        // read tells apart (and ends the connection with).
+        readingHeldForPong = false
         readAvailable()
     }
 
-    /// Reads until the socket (and TLS) has nothing more, the reader falls behind, or the
-    /// connection ends.
+    /// Whether the socket is read: not while the reader is behind, nor while a ping flood
+    /// waits for its pong to be written.
+    private var readsSocket: Bool { !readingPaused && !readingHeldForPong }
+
+    /// Reads until the socket (and TLS) has nothing more, the reader falls behind, the
+    /// connection ends, or `readBudget` bytes are read: then the rest is read in a later
+    /// turn of the engine's loop, after the other sockets' events and the commands waiting
+    /// (a cancel among them). A server that sends faster than the engine reads (a flood of
+    /// pongs, which ask for nothing and fill no queue) would otherwise keep the engine's
+    /// thread here.
     private func readAvailable() {
-        guard let easy else { return }
+        guard let easy, !isReading else { return }
+        isReading = true
+        defer { isReading = false }
         let buffer = engine.webSocketReadBuffer()
-        while phase != .finished && !readingPaused {
+        var budget = Self.readBudget
+        while phase != .finished && readsSocket {
+            guard budget > 0 else {
+                readLater()
+                return
+            }
             var count = 0
             let code = curl_easy_recv(easy, buffer.baseAddress, buffer.count, &count)
             if code == CURLE_AGAIN { break }
@@ -311,8 +382,21 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
                 endOfInput()
                 return
             }
+            budget -= count
             received(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
         }
+    }
+
+    /// Reads again in a later turn of the engine's loop: through a command, since TLS may
+    /// hold bytes that no epoll event announces.
+    private func readLater() {
+        guard !readScheduled else { return }
+        readScheduled = true
+        _ = engine.submit(
+            .run { [self] _ in
+                readScheduled = false
+                readAvailable()
+            })
     }
 
     private func received(_ bytes: UnsafeRawBufferPointer) {
@@ -393,21 +477,20 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
 
     private func frames(_ bytes: UnsafeRawBufferPointer) {
         receivedSinceKeepalive = true
-        let events: [WebSocketEvent]
-        do {
-            events = try reader.feed(bytes)
-        } catch {
-            var context = closingContext(error.message, code: error.closeCode)
-            context.webSocketCloseCode = error.closeCode
-            let failure: CourierError =
-                error.closeCode == 1009 ? .responseTooLarge(context) : .webSocketProtocolViolation(context)
-            closeAfterFailure(failure, code: error.closeCode)
-            return
-        }
+        // The messages that arrived whole before a violation go to the reader first, however
+        // the server's bytes were cut into reads: they were sent, and are the reader's.
+        let (events, violation) = reader.read(bytes)
         for event in events {
             handle(event)
             if phase == .finished { return }
         }
+        // After the server's close frame, what follows it is not read (RFC 6455 section 5.5.1).
+        guard let violation, ending == nil else { return }
+        var context = closingContext(violation.message, code: violation.closeCode)
+        context.webSocketCloseCode = violation.closeCode
+        let failure: CourierError =
+            violation.closeCode == 1009 ? .responseTooLarge(context) : .webSocketProtocolViolation(context)
+        closeAfterFailure(failure, code: violation.closeCode)
     }
 
     private func handle(_ event: WebSocketEvent) {
@@ -419,7 +502,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
                 updateInterest()
             }
         case .ping(let payload):
-            if !closeSent { queue(.pong, payload) }
+            if !closeSent { answer(ping: payload) }
         case .pong(let payload):
             keepaliveOutstanding = false
             if let index = pings.firstIndex(where: { $0.payload == payload }) {
@@ -453,7 +536,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
     /// The reader took enough messages: read again (TLS may hold bytes that no epoll event
     /// will announce).
     private func resumeReading() {
-        guard readingPaused, phase != .finished else { return }
+        guard readingPaused, phase != .finished, ending == nil else { return }
         readingPaused = false
         updateInterest()
         readAvailable()
@@ -466,7 +549,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             waiter.resume(throwing: closedError("A message cannot be sent"))
             return
         }
-        outgoing.append(Outgoing(bytes: frame, waiter: waiter))
+        append(Outgoing(bytes: frame, waiter: waiter))
         flush()
     }
 
@@ -481,13 +564,57 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         let frame = compressed.withUnsafeBytes {
             WebSocketFrameWriter.frame(opcode, bytes: $0, mask: Self.maskKey(), compressed: true)
         }
-        outgoing.append(Outgoing(bytes: frame, waiter: waiter))
+        append(Outgoing(bytes: frame, waiter: waiter))
         flush()
     }
 
     private func queue(_ opcode: WebSocketOpcode, _ payload: [UInt8]) {
-        outgoing.append(Outgoing(bytes: WebSocketFrameWriter.frame(opcode, payload, mask: Self.maskKey()), waiter: nil))
+        enqueueOwn(WebSocketFrameWriter.frame(opcode, payload, mask: Self.maskKey()))
         flush()
+    }
+
+    /// Bytes the connection writes on its own (the handshake, control frames), nobody waiting.
+    private func enqueueOwn(_ bytes: [UInt8]) {
+        append(Outgoing(bytes: bytes, waiter: nil))
+    }
+
+    private func append(_ item: Outgoing) {
+        outgoing.append(item)
+        unwrittenBytes += item.bytes.count
+        notePeak()
+    }
+
+    private func notePeak() {
+        // Stored on the engine thread only: the load and the store do not race.
+        if unwrittenBytes > peakUnwrittenBytes.load(ordering: .relaxed) {
+            peakUnwrittenBytes.store(unwrittenBytes, ordering: .relaxed)
+        }
+    }
+
+    /// Answers a ping. A pong that has not started to be written takes the new ping's
+    /// payload instead of a second pong joining the queue: RFC 6455 section 5.5.3 lets an
+    /// endpoint answer only the most recent of several pings, and a server that pings faster
+    /// than it reads would otherwise grow the queue without end. When such a server has sent
+    /// more than `pingBytesWhilePongWaitsLimit` of pings while a pong waits, reading stops
+    /// until the pong is written.
+    private func answer(ping payload: [UInt8]) {
+        let pong = WebSocketFrameWriter.frame(.pong, payload, mask: Self.maskKey())
+        if let index = replaceablePong {
+            unwrittenBytes += pong.count - outgoing[index].bytes.count
+            outgoing[index].bytes = pong
+            notePeak()
+        } else {
+            replaceablePong = outgoing.count
+            unwrittenPongs += 1
+            append(Outgoing(bytes: pong, waiter: nil, isPong: true))
+        }
+        flush()
+        guard unwrittenPongs > 0, phase != .finished else { return }
+        pingBytesWhilePongWaits += 2 + payload.count
+        if pingBytesWhilePongWaits > Self.pingBytesWhilePongWaitsLimit && !readingHeldForPong {
+            readingHeldForPong = true
+            updateInterest()
+        }
     }
 
     private func sendPing(waiter: CheckedContinuation<Duration, any Error>?) {
@@ -515,8 +642,13 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
                 return
             }
             writtenOfFirst += count
+            unwrittenBytes -= count
+            // Part of it is on its way: a later ping's pong goes after it, not in its place.
+            if count > 0, replaceablePong == firstOutgoing { replaceablePong = nil }
             if writtenOfFirst == outgoing[firstOutgoing].bytes.count {
                 let waiter = outgoing[firstOutgoing].waiter
+                if outgoing[firstOutgoing].isPong { unwrittenPongs -= 1 }
+                if replaceablePong == firstOutgoing { replaceablePong = nil }
                 outgoing[firstOutgoing] = Outgoing(bytes: [], waiter: nil)
                 firstOutgoing += 1
                 writtenOfFirst = 0
@@ -531,7 +663,12 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
                 return
             }
         }
+        if unwrittenPongs == 0 { pingBytesWhilePongWaits = 0 }
+        let resumes = unwrittenPongs == 0 && readingHeldForPong
+        if resumes { readingHeldForPong = false }
         updateInterest()
+        // The pong is out: read again (TLS may hold bytes that no epoll event announces).
+        if resumes { readAvailable() }
     }
 
     /// Watches the socket for reading unless the reader is behind, and for writing while
@@ -539,7 +676,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
     private func updateInterest() {
         guard socket >= 0, phase != .finished else { return }
         var wanted: Int32 = 0
-        if !readingPaused { wanted |= Int32(CURL_POLL_IN) }
+        if readsSocket { wanted |= Int32(CURL_POLL_IN) }
         if firstOutgoing < outgoing.count { wanted |= Int32(CURL_POLL_OUT) }
         guard wanted != interest else { return }
         if wanted == 0 {
@@ -682,6 +819,9 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         for item in outgoing[firstOutgoing...] { item.waiter?.resume(throwing: closed) }
         outgoing = []
         firstOutgoing = 0
+        unwrittenBytes = 0
+        replaceablePong = nil
+        unwrittenPongs = 0
         for ping in pings { ping.waiter?.resume(throwing: closed) }
         pings = []
         for waiter in closeWaiters { waiter.resume() }

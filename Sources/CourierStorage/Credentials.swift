@@ -34,8 +34,13 @@ public struct Credential: Sendable, Hashable {
 }
 
 /// Where a credential applies: scheme, host, port and realm (RFC 9110 section 11.5).
+///
+/// A WebSocket's origin is its handshake's: a space made for `ws` is the `http` one, and one
+/// made for `wss` the `https` one (RFC 6455 section 4.1 sends the handshake as an HTTP
+/// request to that origin), so a credential stored for `ws://host:port` goes with the
+/// handshake of a WebSocket to that host and port, and with an http request there.
 public struct ProtectionSpace: Sendable, Hashable, CustomStringConvertible {
-    /// `http` or `https`.
+    /// `http` or `https` (the initializers take `ws` for `http` and `wss` for `https`).
     public var scheme: String
     /// The host, normalized: lower case, without a trailing dot, an IDNA name in its ASCII
     /// (`xn--`) form, so that every spelling of one host is one protection space.
@@ -47,20 +52,32 @@ public struct ProtectionSpace: Sendable, Hashable, CustomStringConvertible {
     /// Whether it is a proxy's (407) rather than the server's (401).
     public var isProxy: Bool
 
-    /// Creates a protection space.
+    /// Creates a protection space. The scheme is lower-cased, and `ws` and `wss` become
+    /// `http` and `https`: a WebSocket's credentials are those of its handshake's origin.
     public init(scheme: String, host: String, port: Int, realm: String? = nil, isProxy: Bool = false) {
-        self.scheme = scheme.lowercased()
+        self.scheme = Self.httpScheme(for: scheme)
         self.host = HostName.normalized(host)
         self.port = port
         self.realm = realm
         self.isProxy = isProxy
     }
 
-    /// The origin of `url`, any realm.
+    /// The origin of `url`, any realm: its scheme (`ws` as `http`, `wss` as `https`), host,
+    /// and port (without one, the scheme's default: 80 for http and ws, 443 for https and
+    /// wss).
     public init?(url: URL, realm: String? = nil) {
         guard let scheme = url.scheme?.lowercased(), let host = url.host else { return nil }
         self.init(
-            scheme: scheme, host: host, port: url.port ?? (scheme == "https" ? 443 : 80), realm: realm)
+            scheme: scheme, host: host, port: url.port ?? HostName.defaultPort(forScheme: scheme) ?? 80, realm: realm)
+    }
+
+    /// The scheme lower-cased, with a WebSocket's written as its handshake's.
+    private static func httpScheme(for scheme: String) -> String {
+        switch scheme.lowercased() {
+        case "ws": "http"
+        case "wss": "https"
+        case let other: other
+        }
     }
 
     /// `https://host:port "realm"`.

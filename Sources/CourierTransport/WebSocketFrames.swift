@@ -138,8 +138,9 @@ package enum WebSocketFrameWriter {
 }
 
 /// Reads a server's frames (RFC 6455 section 5): checks each, answers nothing itself, and
-/// returns whole messages and control frames as they complete. A violation throws a
-/// ``WebSocketProtocolError`` naming the close code; the reader is then done.
+/// returns whole messages and control frames as they complete. A violation is a
+/// ``WebSocketProtocolError`` naming the close code, returned after the events that came
+/// before it; the reader is then done.
 package struct WebSocketFrameReader: Sendable {
     /// The largest message (all its fragments) accepted; a larger one fails with 1009.
     package let maximumMessageSize: Int
@@ -160,9 +161,15 @@ package struct WebSocketFrameReader: Sendable {
     /// Whether a fragmented message is partly read.
     package var isInsideMessage: Bool { fragmented != nil }
 
-    /// Reads `bytes`; returns what completed.
-    package mutating func feed(_ bytes: some Collection<UInt8>) throws(WebSocketProtocolError) -> [WebSocketEvent] {
-        if let failed { throw failed }
+    /// Reads `bytes`; returns what completed and, when the bytes break the protocol, the
+    /// violation. The events are then the ones that completed before it: the messages a server
+    /// sent whole before its mistake are the reader's, whichever read brought the mistake
+    /// along. After a violation the reader is done: later reads return it again, and nothing
+    /// else.
+    package mutating func read(
+        _ bytes: some Collection<UInt8>
+    ) -> (events: [WebSocketEvent], violation: WebSocketProtocolError?) {
+        if let failed { return ([], failed) }
         buffer.append(contentsOf: bytes)
         var events: [WebSocketEvent] = []
         var offset = 0
@@ -173,9 +180,19 @@ package struct WebSocketFrameReader: Sendable {
             }
         } catch {
             failed = error
-            throw error
+            buffer = []
+            fragmented = nil
+            return (events, error)
         }
         buffer.removeFirst(offset)
+        return (events, nil)
+    }
+
+    /// Reads `bytes`; returns what completed, or throws the violation (and drops the events
+    /// that completed before it in these bytes: ``read(_:)`` keeps them).
+    package mutating func feed(_ bytes: some Collection<UInt8>) throws(WebSocketProtocolError) -> [WebSocketEvent] {
+        let (events, violation) = read(bytes)
+        if let violation { throw violation }
         return events
     }
 

@@ -35,13 +35,27 @@ package enum WebSocketHandshake {
     /// The request head as bytes: `GET` of the URL's path and query over HTTP/1.1, `Host`,
     /// the upgrade fields, the subprotocols offered, then `fields` (the session's and the
     /// request's, cookies), except the ones the handshake sets itself.
+    ///
+    /// The request target is the URL's own percent-encoded text, as libcurl sends a plain
+    /// `GET`'s: decoding it would turn `%0D%0A` into a line break that writes header lines
+    /// into the head, and `%20` or `%3F` into a space or a `?` that cut the target short. No
+    /// byte that could end a line or a field reaches the head: a byte outside visible ASCII
+    /// left in the target is percent-encoded, and a host, field name or field value with one
+    /// is refused (`invalidURL`, `invalidHeader`) before anything is sent.
     package static func requestBytes(
         url: URL, key: String, protocols: [String], fields: HTTPFields, offersCompression: Bool = false
-    ) -> [UInt8] {
-        var target = url.path.isEmpty ? "/" : url.path
-        if let query = url.query { target += "?" + query }
+    ) throws(CourierError) -> [UInt8] {
+        let path = url.path(percentEncoded: true)
+        var target = path.isEmpty ? "/" : path
+        if let query = url.query(percentEncoded: true) { target += "?" + query }
+        target = percentEncodingInvisibleBytes(target)
         let defaultPort = HostName.defaultPort(forScheme: url.scheme)
         var host = url.host ?? ""
+        // The decoded host: `%0D%0A` in a host name must not become a line break either.
+        guard !host.isEmpty, host.utf8.allSatisfy(isVisibleASCII) else {
+            throw .invalidURL(
+                .init(url: url, message: "The WebSocket URL's host \(host.debugDescription) is not a valid host name"))
+        }
         if host.contains(":") { host = "[\(host)]" }
         if let port = url.port, port != defaultPort { host += ":\(port)" }
         var text = "GET \(target) HTTP/1.1\r\nHost: \(host)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -53,11 +67,46 @@ package enum WebSocketHandshake {
             "sec-websocket-extensions", "content-length", "transfer-encoding",
         ]
         for field in fields where !own.contains(field.name.canonicalName) {
+            // `HTTPField` keeps CR, LF and NUL out of what it holds; checked again here, where
+            // one would split the head, with the other controls RFC 9110 section 5.5 forbids.
+            guard !field.name.rawName.isEmpty, field.name.rawName.utf8.allSatisfy(isVisibleASCII) else {
+                throw .invalidHeader(
+                    .init(url: url, message: "'\(field.name.rawName.debugDescription)' is not a valid header name"))
+            }
+            guard field.value.utf8.allSatisfy(isFieldValueByte) else {
+                throw .invalidHeader(
+                    .init(
+                        url: url,
+                        message:
+                            "The value of header '\(field.name.rawName)' contains a control character: \(field.value.debugDescription)"
+                    ))
+            }
             text += "\(field.name.rawName): \(field.value)\r\n"
         }
         text += "\r\n"
         return Array(text.utf8)
     }
+
+    /// `target` with every byte outside visible ASCII (controls, space, DEL, non-ASCII)
+    /// percent-encoded; a target without one comes back as it is.
+    static func percentEncodingInvisibleBytes(_ target: String) -> String {
+        guard !target.utf8.allSatisfy(isVisibleASCII) else { return target }
+        let hex = Array("0123456789ABCDEF".utf8)
+        var bytes: [UInt8] = []
+        for byte in target.utf8 {
+            if isVisibleASCII(byte) {
+                bytes.append(byte)
+            } else {
+                bytes += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func isVisibleASCII(_ byte: UInt8) -> Bool { (0x21...0x7E).contains(byte) }
+
+    /// RFC 9110's field-vchar, space and tab: no control character but the tab.
+    private static func isFieldValueByte(_ byte: UInt8) -> Bool { byte == 0x09 || (byte >= 0x20 && byte != 0x7F) }
 
     /// What the server's answer to the handshake says.
     package struct Answer: Sendable {

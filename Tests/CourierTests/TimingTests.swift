@@ -57,6 +57,26 @@ import Testing
         await #expect(throws: CancellationError.self) { _ = try await api.GET("get") }
     }
 
+    /// A WebSocket whose server floods it with pings, or with pongs (which need no answer,
+    /// and which a server may send unasked), is cancelled within two seconds: the engine's
+    /// thread does not stay in the read loop for as long as the server sends (before its read
+    /// budget, a cancel took up to half a minute to get through, and before the ping flood
+    /// stopped the reading it never did).
+    @Test(arguments: ["ping", "pong"])
+    func cancellingAWebSocketUnderAFloodEndsItWithinTwoSeconds(kind: String) async throws {
+        let peers = try await TestServers.webSocketPeers()
+        let api = HTTPSessionManager(baseURL: peers.raw, configuration: .ephemeral)
+        let socket = try await api.webSocket(
+            "ping-flood", parameters: ["id": .string("flood-cancel-\(UUID())"), "seconds": 60, "kind": .string(kind)])
+        try await Task.sleep(for: .seconds(1))
+        let clock = ContinuousClock()
+        let cancelled = clock.now
+        socket.cancel()
+        await #expect(throws: CancellationError.self) { for try await _ in socket.messages {} }
+        #expect((clock.now - cancelled).seconds < 2)
+        await #expect(throws: (any Error).self) { try await socket.send(.text("after")) }
+    }
+
     @Test func aSilentServerTimesOut() async throws {
         let api = try await faultManager { $0.requestTimeout = .seconds(1) }
         let clock = ContinuousClock()

@@ -1,3 +1,4 @@
+import CourierCore
 import Foundation
 import HTTPTypes
 import Testing
@@ -98,6 +99,41 @@ import Testing
     }
 }
 
+/// What the reader returns when a server breaks the protocol after whole messages.
+@Suite struct WebSocketViolationTests {
+    /// Five text messages, a ping, then a masked frame (a violation), then a message that is
+    /// never read.
+    static let bytes: [UInt8] =
+        (1...5).flatMap { WebSocketFrameWriter.frame(.text, Array("message \($0)".utf8), mask: nil) }
+        + WebSocketFrameWriter.frame(.ping, [1], mask: nil)
+        + WebSocketFrameWriter.frame(.text, Array("hi".utf8), mask: 0x37FA_213D)
+        + WebSocketFrameWriter.frame(.text, Array("after".utf8), mask: nil)
+
+    static let expected: [WebSocketEvent] = (1...5).map { .text("message \($0)") } + [.ping([1])]
+
+    @Test(arguments: [1, 2, 3, 7, 13, 64, 1 << 20])
+    func theEventsBeforeAViolationAreReturnedWithItHoweverTheBytesAreCut(chunk: Int) {
+        var reader = WebSocketFrameReader()
+        var events: [WebSocketEvent] = []
+        var violation: WebSocketProtocolError?
+        for start in stride(from: 0, to: Self.bytes.count, by: chunk) where violation == nil {
+            let read = reader.read(Self.bytes[start..<min(start + chunk, Self.bytes.count)])
+            events += read.events
+            violation = read.violation
+        }
+        #expect(events == Self.expected)
+        #expect(violation?.closeCode == 1002)
+        // Done after it: the violation again, and nothing else.
+        let again = reader.read(WebSocketFrameWriter.frame(.text, Array("more".utf8), mask: nil))
+        #expect(again.events.isEmpty && again.violation?.closeCode == 1002)
+    }
+
+    @Test func feedStillThrowsTheViolation() {
+        var reader = WebSocketFrameReader()
+        #expect(throws: WebSocketProtocolError.self) { try reader.feed(Self.bytes) }
+    }
+}
+
 /// The opening handshake's pieces: the accept value (the RFC's example), the request head,
 /// and the checks of the server's answer.
 @Suite struct WebSocketHandshakeTests {
@@ -112,11 +148,11 @@ import Testing
         #expect(WebSocketHandshake.makeKey() != WebSocketHandshake.makeKey())
     }
 
-    @Test func theRequestHeadAsksForTheUpgrade() {
+    @Test func theRequestHeadAsksForTheUpgrade() throws {
         var fields = HTTPFields()
         fields[.authorization] = "Bearer t"
         fields[.connection] = "keep-alive"
-        let head = WebSocketHandshake.requestBytes(
+        let head = try WebSocketHandshake.requestBytes(
             url: URL(string: "wss://chat.example.com:8443/rooms/1?since=5")!, key: "k==", protocols: ["v2", "v1"],
             fields: fields)
         #expect(
@@ -124,9 +160,44 @@ import Testing
                 == "GET /rooms/1?since=5 HTTP/1.1\r\nHost: chat.example.com:8443\r\nUpgrade: websocket\r\n"
                 + "Connection: Upgrade\r\nSec-WebSocket-Key: k==\r\nSec-WebSocket-Version: 13\r\n"
                 + "Sec-WebSocket-Protocol: v2, v1\r\nAuthorization: Bearer t\r\n\r\n")
-        let plain = WebSocketHandshake.requestBytes(
+        let plain = try WebSocketHandshake.requestBytes(
             url: URL(string: "ws://[::1]:80")!, key: "k", protocols: [], fields: HTTPFields())
         #expect(String(decoding: plain, as: UTF8.self).hasPrefix("GET / HTTP/1.1\r\nHost: [::1]\r\n"))
+    }
+
+    @Test func theRequestTargetIsTheURLsOwnPercentEncodedText() throws {
+        func requestLine(_ url: String) throws -> String {
+            let head = try WebSocketHandshake.requestBytes(
+                url: URL(string: url)!, key: "k", protocols: [], fields: HTTPFields())
+            let text = String(decoding: head, as: UTF8.self)
+            return String(text[..<text.range(of: "\r\n")!.lowerBound])
+        }
+        #expect(try requestLine("ws://h/a%0D%0AX-Injected:%20yes") == "GET /a%0D%0AX-Injected:%20yes HTTP/1.1")
+        #expect(try requestLine("ws://h/a%20b%3Fc?q=%0A&r=%2F#frag") == "GET /a%20b%3Fc?q=%0A&r=%2F HTTP/1.1")
+        #expect(try requestLine("wss://h:8443?only=query") == "GET /?only=query HTTP/1.1")
+        #expect(WebSocketHandshake.percentEncodingInvisibleBytes("/a b\r\n✓") == "/a%20b%0D%0A%E2%9C%93")
+        #expect(WebSocketHandshake.percentEncodingInvisibleBytes("/plain?x=%0A") == "/plain?x=%0A")
+    }
+
+    @Test func aHostOrAFieldThatWouldBreakTheHeadIsRefused() {
+        #expect(throws: CourierError.self) {
+            try WebSocketHandshake.requestBytes(
+                url: URL(string: "ws://a%0D%0AX-Injected%3A%20yes/")!, key: "k", protocols: [], fields: HTTPFields())
+        }
+        var fields = HTTPFields()
+        fields.append(HTTPField(name: HTTPField.Name("X-Control")!, lenientValue: Array("a\u{1}b".utf8)))
+        let error = #expect(throws: CourierError.self) {
+            try WebSocketHandshake.requestBytes(url: URL(string: "ws://h/")!, key: "k", protocols: [], fields: fields)
+        }
+        guard case .invalidHeader = error else {
+            Issue.record("expected invalidHeader, got \(String(describing: error))")
+            return
+        }
+        var tab = HTTPFields()
+        tab[HTTPField.Name("X-Tab")!] = "a\tb"
+        #expect(throws: Never.self) {
+            try WebSocketHandshake.requestBytes(url: URL(string: "ws://h/")!, key: "k", protocols: [], fields: tab)
+        }
     }
 
     @Test func theServersAnswerIsChecked() {

@@ -51,10 +51,15 @@ import Testing
         /// The handshake: the request, then the answer's head parsed.
         func open(path: String, port: Int, protocols: [String]) -> (failure: String?, protocol: String?) {
             let key = WebSocketHandshake.makeKey()
-            write(
-                WebSocketHandshake.requestBytes(
+            let head: [UInt8]
+            do {
+                head = try WebSocketHandshake.requestBytes(
                     url: URL(string: "ws://127.0.0.1:\(port)\(path)")!, key: key, protocols: protocols,
-                    fields: HTTPFields()))
+                    fields: HTTPFields())
+            } catch {
+                return ("the request head: \(error)", nil)
+            }
+            write(head)
             while !pending.containsHeadEnd {
                 let more = readSome()
                 if more.isEmpty { return ("the connection closed during the handshake", nil) }

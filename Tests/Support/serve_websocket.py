@@ -36,6 +36,9 @@ permessage-deflate (RFC 7692) when the client offers it:
                   malformed query gets 400 instead of the handshake
   /server-ping    a ping with b"hello"; once its pong is back, the text "pong received"; then
                   echoes
+  /slow-echo[?delay=MS]
+                  every message back as it came, each MS ms (default 300) after it was read,
+                  one at a time
   /drop           after the first message received, closes TCP without a close frame
   /slow-reader[?id=NAME]
                   2000 binary messages of 64 KiB (byte i is i % 251) as fast as the client
@@ -54,6 +57,9 @@ extension) and then, by path (``?id=NAME`` is optional, see last-close):
   /hostile/oversized         a binary message of 2 MiB (one correct frame, byte i is i % 251)
   /hostile/bad-accept        a 101 whose Sec-WebSocket-Accept is wrong, then a text frame "hi"
   /hostile/control-too-long  a ping with a 126-byte payload
+  /hostile/messages-then-masked
+                             five text frames "message 1" .. "message 5", then a masked
+                             text frame "hi" (all with the 101, in one write)
         Each then reads the client's frames for up to 5 s. The first close frame's code is
         recorded (1005 for an empty close payload) and answered with a close frame carrying
         the same code, and the connection is closed; after 5 s without one it is closed
@@ -67,6 +73,23 @@ extension) and then, by path (``?id=NAME`` is optional, see last-close):
   /no-close-reply[?id=NAME]  echoes messages (and answers pings) until the client's close
         frame, which is recorded under NAME and never answered: the server sends nothing
         more and keeps TCP open until the client closes it (600 s at most).
+  /ping-flood[?id=NAME][&seconds=S][&kind=ping|pong]
+        pings of 125 bytes (an 8-byte big-endian sequence number from 1, then zeros), 512 to
+        a write, as fast as the client takes them, reading nothing, for S seconds (default
+        5) or until /ping-flood/stop; kind=pong sends unsolicited pongs instead. Then the
+        text "flood over", then reads: counts pongs (and the sequence number of the last),
+        answers each text or binary message with the text {"pings": sent, "pongs":
+        received, "lastPong": number or null}, answers a close with the same code and ends.
+  GET /ping-flood/sent?id=NAME
+        plain HTTP: how many frames the flood ?id=NAME has handed to its socket so far (0
+        for an unknown NAME).
+  GET /ping-flood/stop?id=NAME
+        plain HTTP: ends the flood ?id=NAME now (it goes on to "flood over"); answers
+        "stopped", or "none" for an unknown NAME.
+  /head/<anything>  whatever its request line looks like (it is not parsed): a 101, then
+        one text message, the JSON {"requestLine": <the first line as received>,
+        "headerLines": [<each further line of the head, as received>]}, then a close with
+        1000; then reads until the client's close (5 s at most).
 
 proxy_port: an HTTP CONNECT proxy. ``CONNECT host:port`` needs ``Proxy-Authorization:
 Basic`` for courier:proxy-secret (else 407 with ``Proxy-Authenticate: Basic
@@ -239,6 +262,11 @@ async def handler(connection):
                 else:
                     await connection.send(payload)
             await connection.close(1000, "sizes done")
+        elif path == "/slow-echo":
+            delay = int(query.get("delay", ["300"])[0]) / 1000
+            async for message in connection:
+                await asyncio.sleep(delay)
+                await connection.send(message)
         elif path == "/server-ping":
             pong = await connection.ping(b"hello")
             await pong
@@ -321,12 +349,22 @@ def quiet_handshake_failures(loop, context) -> None:
 # ---------------------------------------------------------------------------
 # Plain HTTP/1.1 and frame plumbing for the raw port and the proxy
 
-async def read_head(reader: asyncio.StreamReader):
-    """(method, target, headers as [(lower-case name, value)]) or None at EOF or on garbage."""
+async def read_raw_head(reader: asyncio.StreamReader) -> bytes | None:
+    """The request head's bytes up to and with the blank line, or None at EOF or past the limit."""
     try:
-        head = await reader.readuntil(b"\r\n\r\n")
+        return await reader.readuntil(b"\r\n\r\n")
     except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
         return None
+
+
+async def read_head(reader: asyncio.StreamReader):
+    """(method, target, headers as [(lower-case name, value)]) or None at EOF or on garbage."""
+    head = await read_raw_head(reader)
+    return None if head is None else parse_head(head)
+
+
+def parse_head(head: bytes):
+    """read_head's answer for a head already read."""
     lines = head.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ")
     if len(parts) != 3:
@@ -426,6 +464,8 @@ HOSTILE_FRAMES = {
     "oversized": frame(0x2, pattern(2 << 20)),
     "bad-accept": frame(0x1, b"hi"),
     "control-too-long": frame(0x9, pattern(126)),
+    "messages-then-masked": b"".join(frame(0x1, f"message {i}".encode()) for i in range(1, 6))
+    + frame(0x1, b"hi", mask=b"\x37\xfa\x21\x3d"),
 }
 
 
@@ -496,14 +536,118 @@ async def no_close_reply(reader, writer, record: CloseRecord) -> None:
         pass
 
 
+async def report_head(lines: list[str], reader, writer) -> None:
+    """/head/...: the head as it came, whatever its request line looks like."""
+    headers = []
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers.append((name.strip().lower(), value.strip()))
+    key = header(headers, "sec-websocket-key")
+    if key is None:
+        writer.write(http_response(400, "a WebSocket upgrade is expected here\n"))
+        return
+    report = json.dumps({"requestLine": lines[0], "headerLines": lines[1:]})
+    writer.write(handshake(accept_key(key)) + frame(0x1, report.encode())
+                 + frame(0x8, struct.pack("!H", 1000)))
+    try:
+        async with asyncio.timeout(HOSTILE_READ_SECONDS):
+            while True:
+                _, opcode, _ = await read_frame(reader)
+                if opcode == 0x8:
+                    break
+    except (asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, ConnectionError):
+        pass
+
+
+# /ping-flood?id=NAME: what the flood sent and what came back, and its stop, by NAME.
+PING_FLOODS: dict[str, dict] = {}
+PING_FLOOD_STOPS: dict[str, asyncio.Event] = {}
+FLOOD_BATCH = 512
+
+
+async def ping_flood(reader, writer, name: str, seconds: float, opcode: int = 0x9) -> None:
+    """Pings of 125 bytes (an 8-byte big-endian sequence number first) as fast as the client
+    takes them, reading nothing, for `seconds` or until /ping-flood/stop; then the text
+    "flood over", then reads: counts pongs, answers each text message with the JSON of the
+    counts, echoes a close. With opcode 0xA, unsolicited pongs instead of pings."""
+    stats = {"pings": 0, "pongs": 0, "lastPong": None}
+    PING_FLOODS[name] = stats
+    stop = asyncio.Event()
+    PING_FLOOD_STOPS[name] = stop
+    pad = bytes(125 - 8)
+    sequence = 0
+
+    async def flood() -> None:
+        nonlocal sequence
+        while True:
+            batch = bytearray()
+            for _ in range(FLOOD_BATCH):
+                sequence += 1
+                batch += frame(opcode, sequence.to_bytes(8, "big") + pad)
+            writer.write(batch)  # in the transport: it goes out before what follows
+            stats["pings"] = sequence
+            await writer.drain()
+            # drain() returns without yielding while the client keeps up: the other
+            # connections of this process (other tests' peers) get their turn.
+            await asyncio.sleep(0)
+
+    flooding = asyncio.ensure_future(flood())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({flooding, stopping}, timeout=seconds,
+                           return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        flooding.cancel()
+        stopping.cancel()
+    if flooding.done() and not flooding.cancelled() and flooding.exception() is not None:
+        return  # the client went away
+    writer.write(frame(0x1, b"flood over"))
+    try:
+        async with asyncio.timeout(HOLD_SECONDS):
+            while True:
+                _, opcode, data = await read_frame(reader)
+                if opcode == 0xA:
+                    stats["pongs"] += 1
+                    stats["lastPong"] = int.from_bytes(data[:8], "big") if len(data) == 125 else -1
+                elif opcode in (0x1, 0x2):
+                    writer.write(frame(0x1, json.dumps(stats).encode()))
+                    await writer.drain()
+                elif opcode == 0x8:
+                    writer.write(frame(0x8, data[:2]))
+                    await writer.drain()
+                    break
+    except (asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, ConnectionError):
+        pass
+
+
 async def raw_connection(reader, writer) -> None:
     try:
-        request = await read_head(reader)
+        raw_head = await read_raw_head(reader)
+        if raw_head is None:
+            return
+        lines = raw_head.decode("latin-1").split("\r\n")
+        while lines and lines[-1] == "":
+            lines.pop()
+        if lines and lines[0].startswith("GET /head/"):
+            await report_head(lines, reader, writer)
+            return
+        request = parse_head(raw_head)
         if request is None:
             return
         method, target, headers = request
         path, query = split_target(target)
         name = query.get("id", [None])[0]
+        if path == "/ping-flood/sent":
+            stats = PING_FLOODS.get(name or "")
+            writer.write(http_response(200, str(stats["pings"] if stats else 0)))
+            return
+        if path == "/ping-flood/stop":
+            stop = PING_FLOOD_STOPS.get(name or "")
+            if stop is not None:
+                stop.set()
+            writer.write(http_response(200, "stopped" if stop is not None else "none"))
+            return
         if path == "/hostile/last-close":
             record = RECORDS.named.get(name) if name is not None else RECORDS.latest
             if record is not None and "wait" in query:
@@ -514,7 +658,7 @@ async def raw_connection(reader, writer) -> None:
             writer.write(http_response(200, record.code if record is not None else "none"))
             return
         kind = path[len("/hostile/"):] if path.startswith("/hostile/") else None
-        if kind not in HOSTILE_FRAMES and path not in ("/no-close-reply", "/silent"):
+        if kind not in HOSTILE_FRAMES and path not in ("/no-close-reply", "/silent", "/ping-flood"):
             writer.write(http_response(404, f"no such path {path}\n"))
             return
         key = header(headers, "sec-websocket-key")
@@ -527,6 +671,11 @@ async def raw_connection(reader, writer) -> None:
         if kind is not None:
             RECORDS.latest = record
             await hostile(kind, key, reader, writer, record)
+        elif path == "/ping-flood":
+            writer.write(handshake(accept_key(key)))
+            opcode = 0xA if query.get("kind", ["ping"])[0] == "pong" else 0x9
+            seconds = float(query.get("seconds", ["5"])[0])
+            await ping_flood(reader, writer, name or "", seconds, opcode)
         elif path == "/silent":
             # Accepts, then reads and ignores everything (pings too) until the client goes.
             writer.write(handshake(accept_key(key)))

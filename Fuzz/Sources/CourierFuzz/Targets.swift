@@ -25,13 +25,16 @@ enum FuzzTargets {
         "multipart": multipart,
         "sse": serverSentEvents,
         "websocket": webSocketFrames,
+        "wshandshake": webSocketHandshake,
     ]
 
     // MARK: WebSocket frames
 
-    /// The events and the error do not depend on how the bytes are cut into chunks (the first
-    /// byte picks the chunk size); each event, written again as a server's frame, reads back
-    /// as itself; a text message is valid UTF-8 and no message passes the limit.
+    /// The events and the violation do not depend on how the bytes are cut into chunks (the
+    /// first byte picks the chunk size): the events that completed before a violation are
+    /// returned with it, whichever read brought it; each event, written again as a server's
+    /// frame, reads back as itself; a text message is valid UTF-8 and no message passes the
+    /// limit.
     static func webSocketFrames(_ data: Data) {
         guard let first = data.first else { return }
         let bytes = Array(data.dropFirst())
@@ -44,25 +47,36 @@ enum FuzzTargets {
             return reader
         }
         var whole = reader()
-        let all = Result { () throws(WebSocketProtocolError) in try whole.feed(bytes) }
+        let (wholeEvents, wholeViolation) = whole.read(bytes)
         var pieces = reader()
         var split: [WebSocketEvent] = []
         var splitError: WebSocketProtocolError?
         let size = Int(first % 16) + 1
         for start in stride(from: 0, to: bytes.count, by: size) {
-            do {
-                split += try pieces.feed(bytes[start..<min(start + size, bytes.count)])
-            } catch {
-                splitError = error
+            let (events, violation) = pieces.read(bytes[start..<min(start + size, bytes.count)])
+            split += events
+            if let violation {
+                splitError = violation
                 break
             }
         }
+        fuzzCheck(
+            wholeEvents == split && wholeViolation == splitError,
+            "whole: \(wholeEvents) \(String(describing: wholeViolation)), in chunks of \(size): \(split) "
+                + "\(String(describing: splitError))")
+        // The throwing read agrees: the same events, or the same violation.
+        var throwing = reader()
+        let all = Result { () throws(WebSocketProtocolError) in try throwing.feed(bytes) }
         switch all {
-        case .success(let events):
-            fuzzCheck(
-                splitError == nil && events == split,
-                "whole: \(events), in chunks of \(size): \(split) \(String(describing: splitError))")
-            for event in events {
+        case .success(let events): fuzzCheck(wholeViolation == nil && events == wholeEvents, "feed: \(events)")
+        case .failure(let error): fuzzCheck(wholeViolation == error, "feed: \(error)")
+        }
+        // Events before a violation are whole: each is checked and written back below.
+        if let error = wholeViolation {
+            fuzzCheck([1002, 1007, 1009].contains(error.closeCode), "close code \(error.closeCode)")
+        }
+        do {
+            for event in wholeEvents {
                 let frame: [UInt8]
                 switch event {
                 case .text(let text):
@@ -96,9 +110,102 @@ enum FuzzTargets {
                 fuzzCheck(
                     (try? inflating.feed(compressedFrame)) == [event], "\(event) does not read back compressed")
             }
+        }
+    }
+
+    // MARK: WebSocket handshake
+
+    /// The opening handshake's request head, built from a fuzzed host, path, query and header
+    /// fields (the input after its first byte, cut at NUL bytes: host, path, query, then
+    /// name and value pairs; the first byte's low bits offer subprotocols and compression):
+    /// either it is refused for a host or a field that holds a control character, or it has
+    /// exactly the lines intended, every line break a CR LF, a request line of three parts
+    /// whose target is the URL's own percent-encoded text and reads back as the same path and
+    /// query.
+    static func webSocketHandshake(_ data: Data) {
+        guard let first = data.first else { return }
+        let pieces = data.dropFirst().split(separator: 0, omittingEmptySubsequences: false).map { Array($0) }
+        func text(_ index: Int) -> String {
+            index < pieces.count ? String(decoding: pieces[index], as: UTF8.self) : ""
+        }
+        let path = text(1)
+        let query = pieces.count > 2 && !pieces[2].isEmpty ? "?" + text(2) : ""
+        guard let url = URL(string: "ws://\(text(0))\(path.hasPrefix("/") ? "" : "/")\(path)\(query)") else { return }
+        let protocols = first & 1 != 0 ? ["v1", "v2"] : []
+        let offersCompression = first & 2 != 0
+        var fields = HTTPFields()
+        var index = 3
+        while index + 1 < pieces.count {
+            if let name = HTTPField.Name(text(index)) {
+                fields.append(HTTPField(name: name, lenientValue: pieces[index + 1]))
+            }
+            index += 2
+        }
+        let own: Set<String> = [
+            "host", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version", "sec-websocket-protocol",
+            "sec-websocket-extensions", "content-length", "transfer-encoding",
+        ]
+        let sent = fields.filter { !own.contains($0.name.canonicalName) }
+        func isVisible(_ byte: UInt8) -> Bool { (0x21...0x7E).contains(byte) }
+        let host = url.host ?? ""
+        let badHost = host.isEmpty || !host.utf8.allSatisfy(isVisible)
+        let badField = sent.contains { $0.value.utf8.contains { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F } }
+        let result = Result { () throws(CourierError) in
+            try WebSocketHandshake.requestBytes(
+                url: url, key: "k==", protocols: protocols, fields: fields, offersCompression: offersCompression)
+        }
+        let head: [UInt8]
+        switch result {
         case .failure(let error):
-            fuzzCheck(splitError == error, "whole: \(error), in chunks of \(size): \(String(describing: splitError))")
-            fuzzCheck([1002, 1007, 1009].contains(error.closeCode), "close code \(error.closeCode)")
+            switch error {
+            case .invalidURL: fuzzCheck(badHost, "\(url) refused: \(error)")
+            case .invalidHeader: fuzzCheck(!badHost && badField, "\(sent) refused: \(error)")
+            default: fuzzCheck(false, "unexpected \(error)")
+            }
+            return
+        case .success(let bytes):
+            fuzzCheck(!badHost && !badField, "\(url) with \(sent) was not refused")
+            head = bytes
+        }
+        // Every CR starts a CR LF, every LF ends one, and no other control but a tab.
+        for (offset, byte) in head.enumerated() {
+            switch byte {
+            case 0x0D: fuzzCheck(offset + 1 < head.count && head[offset + 1] == 0x0A, "a bare CR at \(offset)")
+            case 0x0A: fuzzCheck(offset > 0 && head[offset - 1] == 0x0D, "a bare LF at \(offset)")
+            case 0x09: break
+            default: fuzzCheck(byte >= 0x20 && byte != 0x7F, "the control byte \(byte) at \(offset)")
+            }
+        }
+        let textHead = String(decoding: head, as: UTF8.self)
+        fuzzCheck(textHead.hasSuffix("\r\n\r\n"), "the head does not end with a blank line")
+        // Bytes, not characters: CR LF is one character.
+        let lines = String(decoding: head.dropLast(4), as: UTF8.self).components(separatedBy: "\r\n")
+        let expectedCount = 6 + (protocols.isEmpty ? 0 : 1) + (offersCompression ? 1 : 0) + sent.count
+        fuzzCheck(lines.count == expectedCount, "\(lines.count) lines, not \(expectedCount): \(lines)")
+        let parts = lines[0].split(separator: " ", omittingEmptySubsequences: false)
+        fuzzCheck(
+            parts.count == 3 && parts[0] == "GET" && parts[2] == "HTTP/1.1",
+            "the request line \(lines[0].debugDescription)")
+        let target = String(parts[1])
+        fuzzCheck(target.utf8.allSatisfy(isVisible), "the target \(target.debugDescription)")
+        // The URL's own text, as it spells it (and not decoded).
+        let encodedPath = url.path(percentEncoded: true)
+        let expected =
+            (encodedPath.isEmpty ? "/" : encodedPath) + (url.query(percentEncoded: true).map { "?" + $0 } ?? "")
+        fuzzCheck(
+            target == WebSocketHandshake.percentEncodingInvisibleBytes(expected),
+            "the target \(target.debugDescription) for \(url)")
+        // It reads back as the same path and query (and so decodes to the same bytes).
+        guard let back = URL(string: "ws://h\(target)") else { return fuzzCheck(false, "\(target) is not a URL's") }
+        let backPath = back.path(percentEncoded: true)
+        let backQuery = back.query(percentEncoded: true)
+        fuzzCheck(
+            backPath == (encodedPath.isEmpty ? "/" : encodedPath) && backQuery == url.query(percentEncoded: true),
+            "\(target.debugDescription) reads back as \(backPath.debugDescription) \(String(describing: backQuery))")
+        // The fields as given, in their order, after the handshake's own.
+        let fieldLines = Array(lines.suffix(sent.count))
+        for (line, field) in zip(fieldLines, sent) {
+            fuzzCheck(line == "\(field.name.rawName): \(field.value)", "\(line.debugDescription) for \(field)")
         }
     }
 
