@@ -157,8 +157,8 @@ package final class CurlEngine: @unchecked Sendable {
     @EngineConfined var webSockets: [ObjectIdentifier: WebSocketConnection] = [:]
     /// Connected WebSockets by their socket.
     @EngineConfined var webSocketsBySocket: [Int32: WebSocketConnection] = [:]
-    /// When the WebSocket multi handles' timers and the connections' own run out.
-    @EngineConfined var webSocketTimers = DeadlineHeap()
+    /// What waits for a time on this engine besides libcurl's own timer (see `DeadlineHeap`).
+    @EngineConfined var deadlines = DeadlineHeap()
     /// What WebSockets read into (see `webSocketReadBuffer()`).
     @EngineConfined var webSocketBuffer: UnsafeMutableRawBufferPointer?
 
@@ -300,7 +300,7 @@ package final class CurlEngine: @unchecked Sendable {
                 taken.removeAll(keepingCapacity: true)
             }
             if !throttled.isEmpty { releaseThrottled() }
-            if !webSocketTimers.isEmpty { fireWebSocketTimers() }
+            if !deadlines.isEmpty { fireDeadlines() }
             if let deadline = timerDeadline, courier_monotonic_nanoseconds() >= deadline {
                 // Cleared first: socket_action may set a new timer through the timer callback.
                 timerDeadline = nil
@@ -334,12 +334,12 @@ package final class CurlEngine: @unchecked Sendable {
         deliveries.removeAll(keepingCapacity: true)
     }
 
-    /// Milliseconds until libcurl's timer or the next throttled transfer, rounded up; -1 when
-    /// there is neither.
+    /// Milliseconds until libcurl's timer, the next throttled transfer or the next of the
+    /// engine's `deadlines`, rounded up; -1 when there is none.
     private func pollTimeout() -> Int32 {
         var earliest = timerDeadline
         if let throttle = throttled.earliestDeadline, throttle < earliest ?? .max { earliest = throttle }
-        if let webSocket = webSocketTimers.earliestDeadline, webSocket < earliest ?? .max { earliest = webSocket }
+        if let deadline = deadlines.earliestDeadline, deadline < earliest ?? .max { earliest = deadline }
         guard let deadline = earliest else { return -1 }
         let now = courier_monotonic_nanoseconds()
         guard deadline > now else { return 0 }
@@ -436,7 +436,7 @@ package final class CurlEngine: @unchecked Sendable {
         if !admitted, let admission, !admission.admit(transfer, priority: transfer.current.priority) {
             if let deadline = transfer.callDeadline {
                 transfer.waitsForPlace = true
-                webSocketTimers.schedule(transfer, at: deadline)
+                deadlines.schedule(transfer, at: deadline)
             }
             return
         }

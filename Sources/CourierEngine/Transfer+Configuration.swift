@@ -18,7 +18,7 @@ extension Transfer {
             // is never kept clean (`EasyHandlePool.giveBack`): the next transfer resets it.
             let now = courier_monotonic_nanoseconds()
             let left = callDeadline > now ? Int((callDeadline - now) / 1_000_000) : 0
-            courier_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, left))
+            courier_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, min(max(1, left), Int(Int32.max)))
         }
         let request = current
         let me = Unmanaged.passUnretained(self).toOpaque()

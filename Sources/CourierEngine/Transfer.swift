@@ -130,9 +130,9 @@ final class Transfer: @unchecked Sendable {
         self.requestURL = request.urlString
         self.firstRequest = request.head
         self.callDeadline = request.deadline.map { deadline in
-            let remaining = ContinuousClock.now.duration(to: deadline).components
-            let nanoseconds = max(0, remaining.seconds) * 1_000_000_000 + max(0, remaining.attoseconds) / 1_000_000_000
-            return courier_monotonic_nanoseconds() + UInt64(nanoseconds)
+            // Milliseconds are fine enough, and a few years of them fit.
+            let remaining = max(0, ContinuousClock.now.duration(to: deadline).milliseconds)
+            return courier_monotonic_nanoseconds() + UInt64(min(remaining, 1 << 40)) * 1_000_000
         }
         self.hop = HopSettings(request)
         self.prepared = PreparedHop(request, sharedHeaders: sharedHeaders)

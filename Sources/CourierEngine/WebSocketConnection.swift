@@ -303,12 +303,9 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
 
         var sent = request.head
         if request.options.handlesCookies, sent.headerFields[.cookie] == nil, let cookies = engine.cookies,
-            let url = request.url
+            let url = request.url, let header = cookies.requestHeader(for: url)
         {
-            let matching = cookies.all.filter { $0.matches(url) }.sorted { $0.path.count > $1.path.count }
-            if !matching.isEmpty {
-                sent.headerFields[.cookie] = matching.map { "\($0.name)=\($0.value)" }.joined(separator: "; ")
-            }
+            sent.headerFields[.cookie] = header
         }
         sentRequest = sent
         let head: [UInt8]
@@ -455,7 +452,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         phaseDeadline = nil
         if let interval = parameters.pingInterval {
             keepaliveDeadline = courier_monotonic_nanoseconds() + Self.nanoseconds(interval)
-            engine.webSocketTimers.schedule(self, at: keepaliveDeadline!)
+            engine.deadlines.schedule(self, at: keepaliveDeadline!)
         }
         let opening = WebSocketOpening(
             request: sentRequest ?? request.head, response: response, subprotocol: answer.protocol)
@@ -747,7 +744,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
     private func setPhaseDeadline(after duration: Duration) {
         let due = courier_monotonic_nanoseconds() + Self.nanoseconds(duration)
         phaseDeadline = due
-        engine.webSocketTimers.schedule(self, at: due)
+        engine.deadlines.schedule(self, at: due)
     }
 
     func deadlinePassed(now: UInt64) {
@@ -782,7 +779,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         }
         receivedSinceKeepalive = false
         keepaliveDeadline = now + Self.nanoseconds(interval)
-        engine.webSocketTimers.schedule(self, at: keepaliveDeadline!)
+        engine.deadlines.schedule(self, at: keepaliveDeadline!)
     }
 
     /// Takes the connection down and answers everyone waiting. Idempotent.

@@ -40,6 +40,11 @@ public struct RequestEvent: Sendable {
     /// A request's events, in the order they come: `created`; for each attempt `adapted`,
     /// `attemptStarted`, any `redirected` and `responseHead`s; after a failed attempt
     /// `retryDecided`; last `finished` or `failed`.
+    ///
+    /// Minor releases add kinds (`webSocketOpened` and `webSocketClosed` came that way): end a
+    /// `switch` over a kind with `default`. Courier is not built with library evolution, so
+    /// `@unknown default` does not apply, and a `switch` that names every case stops compiling
+    /// when one is added.
     public enum Kind: Sendable {
         /// A call made the request: the head as the manager built it, before any adaptation.
         case created(HTTPRequest)

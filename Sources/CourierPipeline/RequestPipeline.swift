@@ -41,6 +41,8 @@ package final class RequestPipeline: Sendable {
     let lastRequestID = Atomic<UInt64>(0)
     /// Spans and metrics, when a tracer or a metrics factory records them.
     package let observability: SessionObservability
+    /// The longest resource timeout that is a deadline: a longer one is no limit.
+    static let longestDeadline = Duration.seconds(10 * 365 * 86_400)
     /// The `stale-while-revalidate` revalidations under way.
     let backgroundRevalidations = BackgroundRevalidations()
 
@@ -105,11 +107,13 @@ package final class RequestPipeline: Sendable {
         observers?.created(prepared.head)
         let retryable =
             interceptorsApply && (sink?.takesAnotherAttempt ?? true) && (prepared.body?.isReplayable ?? true)
+        // A resource timeout of decades is none (and keeps every clock's arithmetic in range).
         let resourceTimeout = prepared.call.options.resourceTimeout ?? transferOptions.totalTimeout
+        let deadline = resourceTimeout.flatMap { $0 < Self.longestDeadline ? ContinuousClock.now + $0 : nil }
         return InFlightRequest(
             prepared, hooks: hooks, reporters: reporters, sink: sink, register: register, observers: observers,
             chain: chain, retryable: retryable, requestID: requestID, started: interceptorsApply ? .now : nil,
-            deadline: resourceTimeout.map { .now + $0 })
+            deadline: deadline)
     }
 
     /// One attempt: adapted; answered from the cache, or sent (once more after an
@@ -163,12 +167,10 @@ package final class RequestPipeline: Sendable {
     private func answerChallenge(_ attempt: Attempt) async throws {
         guard let challenge = attempt.response else { return }
         let (used, body, hooks) = (attempt.authentication, attempt.request.body, attempt.call.hooks)
-        guard
-            let retry = try await withinDeadline(attempt.call, "waiting for a credential to answer a challenge", {
-                try await self.challengeRetry(after: challenge, used: used, body: body, hooks: hooks)
-            }),
-            let fields = await attempt.call.fieldsForAnotherTransfer()
-        else { return }
+        let retry = try await withinDeadline(attempt.call, "waiting for a credential to answer a challenge") {
+            try await self.challengeRetry(after: challenge, used: used, body: body, hooks: hooks)
+        }
+        guard let retry, let fields = await attempt.call.fieldsForAnotherTransfer() else { return }
         attempt.prepareAnotherTry(with: retry, adding: fields)
         try await send(attempt)
     }

@@ -86,7 +86,10 @@ import Testing
         try await whileAPlaceIsHeld { api, group in
             let body = UploadBody.data(Data(repeating: 7, count: 256 << 10))
             let uploads = (0..<50).map { _ in
-                Task { try await api.send(HTTPRequest(method: .post, url: api.baseURL!.appending(path: "echo")), body: body) }
+                Task {
+                    try await api.send(
+                        HTTPRequest(method: .post, url: api.baseURL!.appending(path: "echo")), body: body)
+                }
             }
             while group.admission?.counts.waiting != 50 { try await Task.sleep(for: .milliseconds(10)) }
             for upload in uploads { upload.cancel() }

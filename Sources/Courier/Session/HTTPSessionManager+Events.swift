@@ -36,6 +36,34 @@ extension HTTPSessionManager {
             streamOptions: streamOptions)
     }
 
+    /// ``events(_:parameters:headers:options:lastEventID:streamOptions:)`` as it was called
+    /// before ``EventStreamOptions`` existed: the delay before a reconnection is now
+    /// `EventStreamOptions.reconnectionDelay`. Kept, with the type it returned then, so that code
+    /// written against it still compiles.
+    @available(
+        *, deprecated,
+        message: "Pass streamOptions: EventStreamOptions(reconnectionDelay:) instead; the result is an EventStream"
+    )
+    public nonisolated func events(
+        _ path: String, parameters: JSON? = nil, headers: [String: String] = [:],
+        options: RequestOptions = RequestOptions(), lastEventID: String? = nil, reconnectionDelay: Duration
+    ) -> AsyncThrowingStream<ServerSentEvent, any Error> {
+        let events = events(
+            path, parameters: parameters, headers: headers, options: options, lastEventID: lastEventID,
+            streamOptions: EventStreamOptions(reconnectionDelay: reconnectionDelay))
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    for try await event in events { continuation.yield(event) }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
     /// Server-Sent Events answering a request with any method: `parameters` go through the
     /// ``requestSerializer`` (with a `JSONRequestSerializer`, a `POST`'s JSON body), as model
     /// APIs stream their answers.

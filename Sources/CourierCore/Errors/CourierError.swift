@@ -15,6 +15,10 @@ import HTTPTypes
 ///     // try again later
 /// }
 /// ```
+///
+/// Minor releases may add cases: a `switch` over a `CourierError` ends with `default` (not
+/// `@unknown default`: Courier is not built with library evolution), or the cases you handle
+/// are `catch` clauses before a general one, as above.
 public enum CourierError: Error, Sendable {
     /// The URL could not be parsed, has no host, or is not an absolute http(s) URL.
     case invalidURL(Context)
