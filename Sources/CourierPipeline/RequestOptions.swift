@@ -32,7 +32,9 @@ public struct RequestOptions: Sendable {
     /// No bytes received or sent for this long fails the request with `timedOut` (nil: the
     /// configuration's `requestTimeout`).
     public var requestTimeout: Duration?
-    /// The whole transfer, redirects included, may take at most this long (nil: the
+    /// The whole call may take at most this long, counted from the call: every wait (a place
+    /// in the session's queue, interceptors, a credential, a route, a retry's delay) and every
+    /// transfer, redirects and retries included; then it fails with `timedOut` (nil: the
     /// configuration's `resourceTimeout`).
     public var resourceTimeout: Duration?
     /// Whether and how redirects are followed (nil: the configuration's `followsRedirects`

@@ -37,7 +37,10 @@ public struct HTTPSessionConfiguration: Sendable {
     /// (URLSession's `timeoutIntervalForRequest`; libcurl's `CURLOPT_LOW_SPEED_TIME`, so
     /// whole seconds, rounded up). Default 60 seconds.
     public var requestTimeout: Duration = .seconds(60)
-    /// The whole transfer, redirects included, may take at most this long; nil for no limit
+    /// A call may take at most this long, counted from the call: waiting for a place under
+    /// ``maximumConcurrentTasks``, for interceptors (a token refresh), for a credential, for
+    /// connectivity and for retries' delays, and every transfer, redirects included. Then it
+    /// fails with `CourierError.timedOut`, saying what it was waiting for. nil for no limit
     /// (URLSession's `timeoutIntervalForResource`). Default nil.
     public var resourceTimeout: Duration?
     /// Making the TCP connection (and TLS handshake) may take at most this long. Default 30 seconds.
