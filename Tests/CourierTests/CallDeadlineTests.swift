@@ -13,7 +13,7 @@ import Testing
 /// `Retry-After` of an hour), so a call that ends at all ended by its deadline; what it says
 /// is what it waited for. (Waiting for a route is tested in a network namespace of its own:
 /// ReachabilityTests.)
-@Suite(.timeLimit(.minutes(2))) struct CallDeadlineTests {
+@Suite(.timeLimit(.minutes(10))) struct CallDeadlineTests {
     /// A session that runs one transfer at a time, the place taken by a request that the fault
     /// server holds until `/release/<name>`; `body` runs while it is held.
     private func whileAPlaceIsHeld(
@@ -48,7 +48,7 @@ import Testing
         try await whileAPlaceIsHeld { api, group in
             let error = await capturedError {
                 _ = try await api.GET(
-                    "bytes", parameters: ["n": 10], options: RequestOptions(resourceTimeout: .milliseconds(500)),
+                    "bytes", parameters: ["n": 10], options: RequestOptions(resourceTimeout: .seconds(3)),
                     serializer: DataResponseSerializer())
             }
             let message = try #require(timedOutMessage(error), "\(String(describing: error))")
@@ -62,11 +62,11 @@ import Testing
     @Test func theSessionsResourceTimeoutCountsTheWaitForAPlaceToo() async throws {
         let api = try await faultManager {
             $0.maximumConcurrentTasks = 1
-            $0.resourceTimeout = .milliseconds(700)
+            $0.resourceTimeout = .seconds(3)
         }
         let group = try EngineGroupTests.group(api)
         let name = "held-\(UUID().uuidString.prefix(8))"
-        // The holder has a minute of its own; the queued call, the session's 700 ms.
+        // The holder has a minute of its own; the queued call, the session's 3 s.
         let holder = Task {
             try await api.GET(
                 "ndjson/\(name)", options: RequestOptions(resourceTimeout: .seconds(60)),
@@ -133,7 +133,7 @@ import Testing
         let error = await capturedError {
             _ = try await api.GET(
                 "flaky/\(name)", parameters: ["retry-after": "3600"],
-                options: RequestOptions(retryPolicy: policy, resourceTimeout: .seconds(30)),
+                options: RequestOptions(retryPolicy: policy, resourceTimeout: .seconds(600)),
                 serializer: DataResponseSerializer())
         }
         let message = try #require(timedOutMessage(error), "\(String(describing: error))")
