@@ -26,9 +26,11 @@ let package = Package(
         // libcurl and zlib from the system, found with pkg-config. A machine without their
         // development packages gets SwiftPM's hint with the command that installs them.
         .systemLibrary(
-            name: "CCourierLibcurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]
+            name: "CCourierLibcurl", pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"]), .yum(["libcurl-devel"])]
         ),
-        .systemLibrary(name: "CCourierZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(
+            name: "CCourierZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"]), .yum(["zlib-devel"])]),
         // C for the layers: the clock, copies, an atomic rename, gzip, the public suffix list.
         .target(name: "CCourierSystem", dependencies: ["CCourierZlib"]),
         // C for the engine alone: libcurl's variadic calls typed, epoll, eventfd, sockets.

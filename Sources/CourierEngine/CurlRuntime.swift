@@ -23,22 +23,28 @@ package enum CurlRuntime {
     /// libcurl's version string, e.g. `7.88.1`.
     package static let version = String(cString: courier_libcurl_version())
 
-    /// The content encodings libcurl decodes, as it lists them in `Accept-Encoding`
-    /// (`deflate, gzip, br, zstd` for Debian's); empty when none.
-    static let contentEncodings = String(cString: courier_content_encodings())
+    /// The loaded libcurl's version as `0xXXYYZZ` (`0x075801` for 7.88.1): what the engine
+    /// decides version-dependent behaviour by, since a binary built on one version's headers
+    /// may run with another's library.
+    package static let versionNumber = Int(courier_libcurl_version_num())
 
-    /// The codings of `Content-Encoding` and `Transfer-Encoding` that libcurl decodes (lower
-    /// case): its content encodings, their aliases, `identity` and `chunked`. A response in
-    /// any other coding is handed on undecoded (see `Transfer.passesCodingsThroughIfUnknown`).
-    static let decodableCodings: Set<String> = {
-        var names = Set(FieldList.lowercasedItems([contentEncodings]))
-        if names.contains("gzip") { names.insert("x-gzip") }
-        names.formUnion(["identity", "chunked"])
-        return names
-    }()
+    /// Whether transfers set `CURLOPT_TRANSFER_ENCODING`. From 8.1, libcurl looks at a
+    /// transfer coding other than `chunked` only when asked to: without it, `Transfer-Encoding:
+    /// gzip, chunked` loses its chunked framing (8.1 to 8.13: the chunk sizes arrive as body)
+    /// or fails ("Unsolicited Transfer-Encoding", 8.14 on). Before 8.1 the option only adds a
+    /// `TE` request header (which Courier removes: `HeaderList`).
+    static let asksForTransferDecoding = courier_libcurl_at_least(0x08_01_00)
+
+    /// Whether libcurl takes transfer codings other than `chunked` off itself. From 8.5 it does
+    /// (when asked, see `asksForTransferDecoding`) whatever its content decoding; before, turning
+    /// content decoding off, as Courier does (it decodes content itself: `BodyDecoder`), hands
+    /// transfer-coded bodies on as they came, and Courier decodes those too.
+    static let decodesTransferCodings = courier_libcurl_at_least(0x08_05_00)
 
     /// libcurl's built-in CA bundle file (`CURLINFO_CAINFO`, e.g.
-    /// `/etc/ssl/certs/ca-certificates.crt`) when it exists; nil otherwise.
+    /// `/etc/ssl/certs/ca-certificates.crt`) when it exists; nil otherwise, and with a libcurl
+    /// older than 7.84, which cannot say (it then parses its bundle and directory for every
+    /// new TLS connection, as it always did).
     ///
     /// With the system's trust and nothing else, Courier sets this file and no CA directory.
     /// libcurl keeps the parsed CA store of a file for a multi handle's connections
@@ -50,8 +56,7 @@ package enum CurlRuntime {
         _ = initialized
         guard let easy = curl_easy_init() else { return nil }
         defer { curl_easy_cleanup(easy) }
-        var value: UnsafePointer<CChar>?
-        guard courier_easy_getinfo_string(easy, CURLINFO_CAINFO, &value) == CURLE_OK, let value else { return nil }
+        guard let value = courier_builtin_ca_file(easy) else { return nil }
         let path = String(cString: value)
         return FileManager.default.isReadableFile(atPath: path) ? path : nil
     }()

@@ -65,11 +65,13 @@ import Testing
 
     @Test(arguments: [CookieAcceptPolicy.always, .onlyFromRequestDomain])
     func theOwnDomainPolicyRefusesParentDomains(policy: CookieAcceptPolicy) async throws {
-        // libcurl resolves every *.localhost name to loopback, so a.b.localhost can set a
-        // cookie for its parent b.localhost, which only the `.always` policy keeps.
+        // a.b.localhost (resolved to loopback by an address override, as no libcurl before 7.85
+        // resolves *.localhost names itself) sets a cookie for its parent b.localhost, which
+        // only the `.always` policy keeps.
         let httpbin = try await TestServers.httpbin()
         var configuration = HTTPSessionConfiguration.ephemeral
         configuration.cookieAcceptPolicy = policy
+        configuration.addressOverrides = [.resolve("a.b.localhost", port: httpbin.port!, to: "127.0.0.1")]
         let api = HTTPSessionManager(
             baseURL: URL(string: "http://a.b.localhost:\(httpbin.port!)/")!, configuration: configuration)
         _ = try await api.GET(

@@ -173,6 +173,8 @@ import Testing
         let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", command + " --silent"]
+        // The system's curl with the system's libcurl, whichever libcurl this process runs on.
+        process.environment = ProcessInfo.processInfo.environment.filter { $0.key != "LD_LIBRARY_PATH" }
         let output = Pipe()
         process.standardOutput = output
         try process.run()

@@ -153,6 +153,66 @@ static inline const char *courier_libcurl_version(void) {
     return curl_version_info(CURLVERSION_NOW)->version;
 }
 
+// MARK: - What depends on libcurl's version
+//
+// Courier supports libcurl 7.76 and newer. A name that a later version introduced is used
+// only behind LIBCURL_VERSION_NUM (the headers compiled against) and, because a binary built
+// on new headers may run with an older library, only when the library loaded is new enough
+// (curl_version_info's version_num). Everything else in the engine names what 7.76 has.
+
+/// The loaded libcurl's version as 0xXXYYZZ (e.g. 0x075801 for 7.88.1).
+static inline unsigned int courier_libcurl_version_num(void) {
+    return curl_version_info(CURLVERSION_NOW)->version_num;
+}
+
+/// Whether the loaded libcurl is `version` (0xXXYYZZ) or newer.
+static inline bool courier_libcurl_at_least(unsigned int version) {
+    return courier_libcurl_version_num() >= version;
+}
+
+/// Lets `easy` speak http and https only, for requests and redirects: the scheme names
+/// (CURLOPT_PROTOCOLS_STR, 7.85.0) where the library has them, the bitmask before (deprecated
+/// from 7.85.0 but still honoured).
+static inline void courier_easy_allow_http_only(CURL *easy) {
+#if LIBCURL_VERSION_NUM >= 0x075500
+    if (courier_libcurl_at_least(0x075500)) {
+        curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+        return;
+    }
+#endif
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    curl_easy_setopt(easy, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+    curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#pragma GCC diagnostic pop
+}
+
+/// libcurl's built-in CA bundle file (CURLINFO_CAINFO, 7.84.0); NULL when the library is
+/// older or has none.
+static inline const char *courier_builtin_ca_file(CURL *easy) {
+#if LIBCURL_VERSION_NUM >= 0x075400
+    if (courier_libcurl_at_least(0x075400)) {
+        const char *path = NULL;
+        if (curl_easy_getinfo(easy, CURLINFO_CAINFO, &path) == CURLE_OK) return path;
+    }
+#endif
+    (void)easy;
+    return NULL;
+}
+
+/// Whether `code` is CURLE_SSL_CLIENTCERT (98, 7.77.0: the server wanted a client certificate
+/// and got none it took). Compared by number: codes never change meaning.
+static inline bool courier_is_client_certificate_error(CURLcode code) {
+    return (int)code == 98;
+}
+
+/// Whether `code` is CURLE_TOO_LARGE (100, 8.6.0: a value or data field, a header line among
+/// them, grew past libcurl's limit; older versions said CURLE_OUT_OF_MEMORY).
+static inline bool courier_is_too_large_error(CURLcode code) {
+    return (int)code == 100;
+}
+
 /// The content encodings this libcurl decodes, in the order and form libcurl itself sends in
 /// `Accept-Encoding` when `CURLOPT_ACCEPT_ENCODING` is "" (e.g. "deflate, gzip, br, zstd");
 /// "" when it decodes none.
