@@ -141,6 +141,8 @@ package final class CurlEngine: @unchecked Sendable {
     /// running): what placement compares engines by. Changed by the caller's side when it
     /// submits and by the engine thread when a transfer leaves.
     let submitted = Atomic<Int>(0)
+    /// Transfers whose callbacks answered "pause" for receiving during this turn of the loop.
+    @EngineConfined private var receivingPaused: [Transfer] = []
     /// Transfers whose sinks hold bytes back until the end of this turn of the loop.
     @EngineConfined private var flushes: [Transfer] = []
     /// Transfers paused by the bandwidth limit, and when they may go on.
@@ -161,6 +163,8 @@ package final class CurlEngine: @unchecked Sendable {
     @EngineConfined var deadlines = DeadlineHeap()
     /// What WebSockets read into (see `webSocketReadBuffer()`).
     @EngineConfined var webSocketBuffer: UnsafeMutableRawBufferPointer?
+    /// What coded bodies are decoded into on their way to their sinks, made on first use.
+    @EngineConfined private var decodingBuffer: UnsafeMutableRawBufferPointer?
 
     /// The `CURLOPT_RESOLVE` and `CURLOPT_CONNECT_TO` lists for `overrides`. Engine thread.
     func overrideLines(_ overrides: [AddressOverride]) -> AddressOverrideLists.Lists {
@@ -308,6 +312,7 @@ package final class CurlEngine: @unchecked Sendable {
             }
             readCompletions()
             flushSinks()
+            holdPausedInput()
             resumeWaiters()
         }
         tearDown()
@@ -393,12 +398,34 @@ package final class CurlEngine: @unchecked Sendable {
         guard mask != transfer.appliedPauseMask else { return }
         transfer.appliedPauseMask = mask
         curl_easy_pause(easy, mask)
+        updateInputHold(transfer)
+    }
+
+    /// A callback answered "pause" for `transfer`'s receiving: its input is held at the end of
+    /// this turn (`updateInputHold`), once libcurl has returned. Engine thread.
+    func noteReceivingPaused(_ transfer: Transfer) {
+        receivingPaused.append(transfer)
+    }
+
+    private func holdPausedInput() {
+        guard !receivingPaused.isEmpty else { return }
+        for transfer in receivingPaused where transfer.activeIndex >= 0 { updateInputHold(transfer) }
+        receivingPaused.removeAll(keepingCapacity: true)
     }
 
     /// libcurl's parse of `url` (see `ParsedURLCache`); nil when libcurl does not accept the
     /// URL. Engine thread.
     func parsedURL(for url: String) -> ParsedURL? {
         parsedURLs.parsed(url)
+    }
+
+    /// The space a coded body is decoded into, piece by piece, before its sink takes it: one
+    /// for the engine, since only one callback runs at a time on its thread. Engine thread.
+    func decodingScratch() -> UnsafeMutableRawBufferPointer {
+        if let buffer = decodingBuffer { return buffer }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
+        decodingBuffer = buffer
+        return buffer
     }
 
     /// Flushes `transfer`'s sink at the end of this turn. Engine thread.
@@ -552,10 +579,21 @@ package final class CurlEngine: @unchecked Sendable {
             // The next hop may change method and body: start from libcurl's defaults.
             EasyHandlePool.reset(easy)
             transfer.handleIsClean = false
+            transfer.passesTransferCodingsThrough = false
             transfer.current = next
             transfer.noteRedirect(to: next.head)
             transfer.prepared = PreparedHop(next)
             transfer.redirectCount += 1
+            transfer.beginHop()
+            guard configure(transfer, easy) else { return }
+            curl_multi_add_handle(multi, easy)
+        case .resendPassingTransferCodings:
+            // The exchange that went out is one of the transfer's (Transfer.unknownTransferCoding).
+            transfer.earlierHops.append(TransferOutcome.transaction(transfer, easy))
+            curl_multi_remove_handle(multi, easy)
+            EasyHandlePool.reset(easy)
+            transfer.handleIsClean = false
+            transfer.passesTransferCodingsThrough = true
             transfer.beginHop()
             guard configure(transfer, easy) else { return }
             curl_multi_add_handle(multi, easy)
@@ -586,6 +624,8 @@ package final class CurlEngine: @unchecked Sendable {
         // Socket callbacks can still fire in here; `self` is alive (this thread holds it).
         curl_multi_cleanup(multi)
         multi = nil
+        decodingBuffer?.deallocate()
+        decodingBuffer = nil
         shares.engineEnded()  // every easy handle of this engine has left the shares
         inbox.withLock { inbox in
             close(inbox.wakeFD)
@@ -608,7 +648,12 @@ package final class CurlEngine: @unchecked Sendable {
     fileprivate func watch(socket: Int32, what: Int32, easy: UnsafeMutableRawPointer?) {
         var entry = sockets[socket]
         if what == CURL_POLL_REMOVE {
-            guard entry.interest != nil else { return }
+            entry.requested = 0
+            entry.heldInput = false
+            guard entry.interest != nil else {
+                sockets[socket] = entry
+                return
+            }
             if entry.isConnection && !isPaused(easy) {
                 entry.parked = true
             } else {
@@ -620,16 +665,77 @@ package final class CurlEngine: @unchecked Sendable {
             sockets[socket] = entry
             return
         }
-        let previous = entry.interest
-        entry.interest = what
+        entry.requested = what
         entry.parked = false
-        sockets[socket] = entry
-        guard previous != what else { return }
-        let add: Int32 = previous == nil ? 1 : 0
-        if courier_epoll_set(epollFD, socket, what, add) != 0 {
-            // Out of step with the kernel (a descriptor closed and reused): the other operation.
-            courier_epoll_set(epollFD, socket, what, 1 - add)
+        if let transfer = transfer(of: easy) {
+            transfer.socket = socket
+            entry.easy = easy
+            entry.heldInput = holdsInput(transfer)
         }
+        register(&entry, socket)
+        sockets[socket] = entry
+    }
+
+    /// Puts the socket in the epoll set with the interest libcurl asked for, without input
+    /// while it is held; takes it out when that leaves nothing.
+    private func register(_ entry: inout SocketTable.Entry, _ socket: Int32) {
+        let wanted = entry.heldInput ? entry.requested & ~Int32(CURL_POLL_IN) : entry.requested
+        let previous = entry.interest
+        guard wanted != 0 else {
+            if previous != nil { courier_epoll_unwatch(epollFD, socket) }
+            entry.interest = nil
+            return
+        }
+        entry.interest = wanted
+        guard previous != wanted else { return }
+        let add: Int32 = previous == nil ? 1 : 0
+        if courier_epoll_set(epollFD, socket, wanted, add) != 0 {
+            // Out of step with the kernel (a descriptor closed and reused): the other operation.
+            courier_epoll_set(epollFD, socket, wanted, 1 - add)
+        }
+    }
+
+    /// Whether the input of `transfer`'s connection is to be held: its receiving is paused, and
+    /// the connection is its own. libcurl 7.x and 8.6 on stop watching a socket whose transfer
+    /// paused receiving; 8.5.0 keeps reading it into its pause buffer, up to 64 MiB, and then
+    /// fails the transfer (curl/curl#12632), so the engine holds the input itself, on every
+    /// version. Not on a multiplexed (HTTP/2) connection: its other streams go on, and libcurl
+    /// holds a paused stream back by HTTP/2's flow control.
+    private func holdsInput(_ transfer: Transfer) -> Bool {
+        guard transfer.appliedPauseMask & Int32(CURLPAUSE_RECV) != 0, let easy = transfer.easy else { return false }
+        var version = 0
+        courier_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
+        switch version {
+        case CURL_HTTP_VERSION_1_0, CURL_HTTP_VERSION_1_1: return true
+        case 0: return !transfer.hop.mayMultiplex  // nothing received yet
+        default: return false
+        }
+    }
+
+    /// Holds or releases the input of `transfer`'s connection as its pause now says (after
+    /// `curl_easy_pause`, or a callback that answered "pause"). Engine thread.
+    func updateInputHold(_ transfer: Transfer) {
+        guard let easy = transfer.easy else { return }
+        // The connection libcurl last watched for this transfer.
+        var socket: Int32 = -1
+        if transfer.socket >= 0, sockets[transfer.socket].easy == easy { socket = transfer.socket }
+        guard socket >= 0 else { return }
+        var entry = sockets[socket]
+        guard entry.owner == .transfers else { return }
+        let held = holdsInput(transfer)
+        guard held != entry.heldInput else { return }
+        entry.heldInput = held
+        register(&entry, socket)
+        sockets[socket] = entry
+    }
+
+    /// The transfer whose easy handle `easy` is, if it is one of this engine's.
+    private func transfer(of easy: UnsafeMutableRawPointer?) -> Transfer? {
+        guard let easy else { return nil }
+        var pointer: UnsafeMutableRawPointer?
+        courier_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &pointer)
+        guard let pointer else { return nil }
+        return Unmanaged<Transfer>.fromOpaque(pointer).takeUnretainedValue()
     }
 
     /// Whether `easy` (the handle a socket callback names) belongs to a transfer that has a

@@ -49,15 +49,15 @@ extension CourierError {
         context.curlCode = Int(code.rawValue)
         let text = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
         switch code {
-        case CURLE_UNSUPPORTED_PROTOCOL where stage != .other:
+        case CURLE_UNSUPPORTED_PROTOCOL where stage.isReadingHead:
             // libcurl's code for a first line it cannot read as an HTTP status line ("Received
             // HTTP/0.9 when not allowed", "Unsupported HTTP version in response"); before the
             // request goes out, the same code means a URL scheme it refuses.
             context.message = "The server's status line is not HTTP: \(text)"
             return .invalidResponse(context)
-        case CURLE_OUT_OF_MEMORY where stage != .other:
+        case _ where stage.isReadingHead && (code == CURLE_OUT_OF_MEMORY || courier_is_too_large_error(code)):
             // libcurl keeps each header line in a buffer of CURL_MAX_HTTP_HEADER bytes and
-            // reports a longer line as out of memory.
+            // reports a longer line as out of memory (CURLE_TOO_LARGE from 8.6).
             context.message =
                 "A line of the response head is longer than libcurl's limit of \(CURL_MAX_HTTP_HEADER) bytes"
             return .invalidResponse(context)
@@ -67,11 +67,23 @@ extension CourierError {
             // refuses at the end of the head, after Courier has read the line.
             context.message = "The response's Content-Length is not a valid length: more than 64 bits"
             return .invalidResponse(context)
-        case CURLE_RECV_ERROR where detail.hasSuffix(Self.chunkedEncodingSuffix):
-            // libcurl's words for a chunk size line it cannot read, e.g. "Illegal or missing
-            // hexadecimal sequence in chunked-encoding"; a reset connection has other words.
-            context.message = "Malformed chunked encoding: \(detail.dropLast(Self.chunkedEncodingSuffix.count))"
+        case CURLE_RECV_ERROR where stage == .readingChunkedBody(systemError: 0, overTLS: false):
+            // A failure to receive with no system error behind it, on a plain connection whose
+            // response is chunked: libcurl could not read the chunked framing (its words for it
+            // change between versions; a reset or a closed socket sets an error number).
+            context.message = "Malformed chunked encoding: \(Self.trimmed(text))"
             return .invalidResponse(context)
+        case CURLE_RECV_ERROR where detail.hasSuffix(Self.chunkedEncodingSuffix):
+            // Over TLS, where a peer's abrupt close sets no error number either: libcurl 7.x's
+            // words for a chunk size line it cannot read, e.g. "Illegal or missing hexadecimal
+            // sequence in chunked-encoding".
+            context.message = "Malformed chunked encoding: \(Self.trimmed(text))"
+            return .invalidResponse(context)
+        case CURLE_BAD_FUNCTION_ARGUMENT where stage == .loadingClientIdentity:
+            // libcurl 8.16 on: a client key it cannot load (a wrong password) fails the
+            // connection with this code, 8.15 and before with CURLE_SSL_CERTPROBLEM.
+            context.message = Self.tlsMessage(CURLE_SSL_CERTPROBLEM, text, host: context.url?.host)
+            return .tls(context)
         case CURLE_UNSUPPORTED_PROTOCOL:
             context.message = "Unsupported scheme: \(text)"
             return .unsupportedScheme(context)
@@ -94,8 +106,10 @@ extension CourierError {
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
             CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
             CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED,
-            CURLE_SSL_SHUTDOWN_FAILED, CURLE_SSL_CRL_BADFILE, CURLE_SSL_ISSUER_ERROR,
-            CURLE_SSL_CLIENTCERT, CURLE_USE_SSL_FAILED:
+            CURLE_SSL_SHUTDOWN_FAILED, CURLE_SSL_CRL_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_USE_SSL_FAILED:
+            context.message = Self.tlsMessage(code, text, host: context.url?.host)
+            return .tls(context)
+        case _ where courier_is_client_certificate_error(code):
             context.message = Self.tlsMessage(code, text, host: context.url?.host)
             return .tls(context)
         case CURLE_TOO_MANY_REDIRECTS:
@@ -116,8 +130,13 @@ extension CourierError {
         }
     }
 
-    /// How libcurl 7.88 ends its messages about malformed chunked encoding.
+    /// How libcurl 7.x ends its messages about malformed chunked encoding.
     private static let chunkedEncodingSuffix = " in chunked-encoding"
+
+    /// libcurl's words without the suffix it ends chunked-encoding messages with.
+    private static func trimmed(_ text: String) -> String {
+        text.hasSuffix(chunkedEncodingSuffix) ? String(text.dropLast(chunkedEncodingSuffix.count)) : text
+    }
 
     /// How far the response had come when libcurl failed. Some of libcurl's codes mean a reply
     /// it cannot read once the request has gone out, and something else before.
@@ -127,5 +146,18 @@ extension CourierError {
         /// The request had gone out and the head had not arrived whole. `sawContentLength`:
         /// Courier had read a valid `Content-Length` line of it.
         case readingHead(sawContentLength: Bool)
+        /// The head had arrived whole, and said `Transfer-Encoding: chunked`. `systemError`:
+        /// the error number libcurl saw (`CURLINFO_OS_ERRNO`, 0 for none); `overTLS`: the
+        /// connection was https.
+        case readingChunkedBody(systemError: Int, overTLS: Bool)
+        /// Nothing had gone out, and the transfer presents a client certificate: libcurl was
+        /// connecting, and loading it.
+        case loadingClientIdentity
+
+        /// Whether the request had gone out and the head had not arrived whole.
+        var isReadingHead: Bool {
+            if case .readingHead = self { return true }
+            return false
+        }
     }
 }

@@ -54,11 +54,9 @@ struct EasyHandlePool {
             curl_easy_cleanup(handle)
             return
         }
-        if transfer.decodingOff {
-            courier_easy_setopt_long(handle, CURLOPT_HTTP_CONTENT_DECODING, 1)
-            transfer.decodingOff = false
-        }
-        if transfer.hop.isPlain && transfer.redirectCount == 0 && transfer.callDeadline == nil {
+        if transfer.hop.isPlain && transfer.redirectCount == 0 && transfer.callDeadline == nil
+            && !transfer.passesTransferCodingsThrough
+        {
             clean.append((handle, transfer.current.sharedOptions))
         } else {
             dirty.append((handle, transfer.current.options.handlesCookies))

@@ -20,6 +20,14 @@ struct SocketTable {
         var owner = Owner.transfers
         /// For `.webSocketMulti`: which of the engine's WebSocket multi handles.
         var slot: Int32 = 0
+        /// The interest libcurl last asked for (`CURL_POLL_*`; 0 after a removal). It differs
+        /// from `interest` while the input is held.
+        var requested: Int32 = 0
+        /// The transfer on this connection has its receiving paused, and the connection is its
+        /// own (HTTP/1): input is not watched, whatever libcurl asks (see `CurlEngine.holdInput`).
+        var heldInput = false
+        /// The easy handle whose transfer last asked libcurl to watch the socket.
+        var easy: UnsafeMutableRawPointer?
     }
 
     /// Who handles a socket's events.

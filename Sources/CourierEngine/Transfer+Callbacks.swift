@@ -57,7 +57,6 @@ extension Transfer {
         case .complete:
             guard !head.isInterim else { return line.count }
         }
-        passesCodingsThroughIfUnknown()
         if head.hasSetCookie, current.options.handlesCookies { engine.cookies?.responseMaySetCookies() }
         current.observer?.transferReceivedHead(head, for: current.head)
         awaitingAuthRetry = false
@@ -79,8 +78,17 @@ extension Transfer {
             }
             return line.count
         }
-        // With a content encoding, Content-Length counts encoded bytes, not what we receive.
-        expectedBytes = head.hasContentEncoding ? nil : head.contentLength
+        if head.hasTransferCoding, CurlRuntime.decodesTransferCodings, !passesTransferCodingsThrough,
+            transferCodings.contains(where: { !Self.libcurlDecodes($0) })
+        {
+            // libcurl would fail at the body's first byte: end the hop here, before the sink
+            // begins, and send it again with transfer codings passed through (if it may be).
+            unknownTransferCoding = true
+            return 0
+        }
+        decoder = makeDecoder()
+        // With a coding, Content-Length counts coded bytes, not what we receive.
+        expectedBytes = head.hasContentEncoding || head.hasTransferCoding ? nil : head.contentLength
         if let failure = sink.begin(head, expectedLength: expectedBytes) {
             callbackFailure = failure
             return 0  // aborts the transfer with CURLE_WRITE_ERROR
@@ -92,35 +100,39 @@ extension Transfer {
         return line.count
     }
 
-    /// A response in a coding libcurl cannot decode (`Content-Encoding: foo`, or a
-    /// `Transfer-Encoding` other than chunked and the compressions) is handed on as it came,
-    /// with its `Content-Encoding` kept, as browsers do: libcurl would fail the transfer with
-    /// "Unrecognized content encoding type" at the first body byte. libcurl reads the decoding
-    /// switch when body bytes arrive (7.88: `readwrite_data` and the chunk parser test
-    /// `http_ce_skip`), so turning it off here, after the head, takes effect for this body.
-    /// Only the codings are checked that libcurl would apply; the switch is turned on again for
-    /// the next response of the transfer and before the handle is reused (`EasyHandlePool`).
-    private func passesCodingsThroughIfUnknown() {
-        var undecodable = false
-        if head.hasContentEncoding || head.hasTransferCoding, let easy {
-            let codings = FieldList.lowercasedItems(
-                head.values(of: "content-encoding") + head.values(of: "transfer-encoding"))
-            undecodable = codings.contains { !CurlRuntime.decodableCodings.contains($0) }
-            if undecodable != decodingOff {
-                courier_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, undecodable ? 0 : 1)
-            }
-        } else if decodingOff, let easy {
-            courier_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 1)
-        }
-        decodingOff = undecodable
-    }
-
     /// The hop ends with the 401 (or 407) libcurl was expected to answer: it is the answer, not
     /// an exchange before it, so its transaction leaves `earlierHops`. Engine thread.
     func withdrawChallenge() {
         guard awaitingAuthRetry else { return }
         awaitingAuthRetry = false
         earlierHops.removeLast()
+    }
+
+    /// The transfer codings of the current head other than `chunked`, in the order applied.
+    private var transferCodings: [String] {
+        FieldList.lowercasedItems(head.values(of: "transfer-encoding")).filter { $0 != "chunked" }
+    }
+
+    /// The transfer codings libcurl decodes when asked (`CurlRuntime.asksForTransferDecoding`).
+    private static func libcurlDecodes(_ coding: String) -> Bool {
+        ["gzip", "x-gzip", "deflate", "identity"].contains(coding)
+    }
+
+    /// The decoder for the current head's body: its transfer codings when libcurl leaves them
+    /// (or passes them through), then its content codings when the session asked for
+    /// compressed responses. nil when there is nothing to decode, or a coding Courier does not
+    /// know (the body is handed on as it came).
+    private func makeDecoder() -> BodyDecoder? {
+        guard head.hasContentEncoding || head.hasTransferCoding else { return nil }
+        var codings: [String] = []
+        if head.hasTransferCoding, !CurlRuntime.decodesTransferCodings || passesTransferCodingsThrough {
+            codings = transferCodings
+        }
+        if head.hasContentEncoding, current.options.acceptsCompressedResponses {
+            // Content codings are applied before transfer codings, and undone after them.
+            codings = FieldList.lowercasedItems(head.values(of: "content-encoding")) + codings
+        }
+        return BodyDecoder(codings: codings)
     }
 
     /// Whether libcurl holds a credential that answers this 401 (server) or 407 (proxy).
@@ -134,8 +146,10 @@ extension Transfer {
         if !admit(bytes.count) {
             pause.receiveThrottled = true
             appliedPauseMask |= Int32(CURLPAUSE_RECV)
+            engine.noteReceivingPaused(self)
             return courier_write_func_pause
         }
+        if let decoder { return receiveCoded(bytes, decoder) }
         switch sink.write(bytes) {
         case .accepted:
             if !flushScheduled, sink.needsFlush {
@@ -147,14 +161,76 @@ extension Transfer {
                 completedBytes: progressOffset + receivedBytes, totalBytes: expectedBytes.map { $0 + progressOffset })
             return bytes.count
         case .pause:
-            refund(bytes.count)
-            pause.receiveBackpressure = true
-            appliedPauseMask |= Int32(CURLPAUSE_RECV)
-            return courier_write_func_pause
+            return pauseReceiving(bytes)
         case .failed(let error):
             callbackFailure = error
             return bytes.count == 0 ? 1 : 0  // any other count aborts with CURLE_WRITE_ERROR
         }
+    }
+
+    /// Body bytes in a coding the decoder takes off: decoded, and the output written to the
+    /// sink piece by piece. When the sink refuses a piece, the decoder keeps it with the rest
+    /// of the chunk (it has taken all of it), and the callback answers "pause": libcurl hands
+    /// the same chunk over again when the transfer goes on, and `redelivered` says how much of
+    /// that the decoder has already.
+    private func receiveCoded(_ bytes: UnsafeRawBufferPointer, _ decoder: BodyDecoder) -> Int {
+        let scratch = engine.decodingScratch()
+        var failure: CourierError?
+        let deliver: (UnsafeRawBufferPointer) -> SinkWrite = { piece in
+            let result = self.sink.write(piece)
+            switch result {
+            case .accepted:
+                if !self.flushScheduled, self.sink.needsFlush {
+                    self.flushScheduled = true
+                    self.engine.scheduleFlush(self)
+                }
+                self.receivedBytes += Int64(piece.count)
+                self.reporters?.download.update(
+                    completedBytes: self.progressOffset + self.receivedBytes, totalBytes: nil)
+            case .failed(let error):
+                failure = error
+            case .pause:
+                break
+            }
+            return result
+        }
+        do {
+            if decoder.isHoldingBack, try !decoder.resume(scratch: scratch, deliver: deliver) {
+                return failure.map { fail($0, bytes) } ?? pauseReceiving(bytes)
+            }
+            if let failure { return fail(failure, bytes) }
+            var input = bytes
+            if redelivered > 0 {
+                let skipped = min(redelivered, bytes.count)
+                redelivered -= skipped
+                input = UnsafeRawBufferPointer(rebasing: bytes[skipped...])
+            }
+            if input.isEmpty { return bytes.count }
+            if try !decoder.decode(input, scratch: scratch, deliver: deliver) {
+                if let failure { return fail(failure, bytes) }
+                redelivered = bytes.count
+                return pauseReceiving(bytes)
+            }
+            if let failure { return fail(failure, bytes) }
+            return bytes.count
+        } catch {
+            return fail(.invalidResponse(.init(message: error.message)), bytes)
+        }
+    }
+
+    /// Answers libcurl's delivery of `bytes` with "pause": the sink is behind.
+    private func pauseReceiving(_ bytes: UnsafeRawBufferPointer) -> Int {
+        refund(bytes.count)
+        pause.receiveBackpressure = true
+        appliedPauseMask |= Int32(CURLPAUSE_RECV)
+        engine.noteReceivingPaused(self)
+        return courier_write_func_pause
+    }
+
+    /// Ends the transfer with `error`, found while taking `bytes`.
+    private func fail(_ error: CourierError, _ bytes: UnsafeRawBufferPointer) -> Int {
+        callbackFailure = error
+        return bytes.count == 0 ? 1 : 0  // any other count aborts with CURLE_WRITE_ERROR
     }
 
     /// Throws a redirect's body away, up to `redirectBodyLimit`; past it, ends the hop.

@@ -13,6 +13,11 @@ extension Transfer {
     func configure(_ easy: UnsafeMutableRawPointer) throws(CourierError) {
         EngineThread.check(engine, "Transfer.configure")
         if !handleIsClean { Self.configureCommonOptions(easy, current.options, engine: engine) }
+        if passesTransferCodingsThrough {
+            // Chunked framing aside, the body as it came (see Transfer.unknownTransferCoding).
+            courier_easy_setopt_long(easy, CURLOPT_HTTP_TRANSFER_DECODING, 0)
+            courier_easy_setopt_long(easy, CURLOPT_TRANSFER_ENCODING, 0)
+        }
         if let callDeadline {
             // What is left of the call's time, for this hop (redirects share it). Such a handle
             // is never kept clean (`EasyHandlePool.giveBack`): the next transfer resets it.
@@ -83,13 +88,13 @@ extension Transfer {
         // Only http and https, for requests and redirects alike (a redirect to file:// or any
         // other scheme is refused: see RedirectPolicy). Courier follows redirects itself (see
         // CurlEngine.finish), so libcurl never does.
-        courier_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
-        courier_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        courier_easy_allow_http_only(easy)
         courier_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0)
-        if options.acceptsCompressedResponses {
-            // "" asks for every encoding this libcurl can decode: gzip, deflate, br, zstd.
-            courier_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
-        }
+        // Courier takes content codings off itself (`BodyDecoder`): libcurl's decoding differs
+        // between versions (from 8.5 it fails at once on a coding it does not know, which 7.x
+        // and Courier hand on as it came). `Accept-Encoding` is in the header list.
+        courier_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0)
+        if CurlRuntime.asksForTransferDecoding { courier_easy_setopt_long(easy, CURLOPT_TRANSFER_ENCODING, 1) }
         courier_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, options.httpVersion.curlValue)
 
         // Timeouts are libcurl's own: no timer per chunk on our side.

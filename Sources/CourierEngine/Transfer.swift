@@ -48,12 +48,24 @@ final class Transfer: @unchecked Sendable {
     @EngineConfined var easy: UnsafeMutableRawPointer?
     /// Where the engine's list of active transfers holds this one; -1 when it does not.
     @EngineConfined var activeIndex = -1
+    /// The socket libcurl last asked the engine to watch for this transfer; -1 before.
+    @EngineConfined var socket: Int32 = -1
     /// The handle last ran a plain transfer with the same options: only per-request options
     /// need setting (see `EasyHandlePool`).
     @EngineConfined var handleIsClean = false
-    /// libcurl's content decoding is off for the current response (a coding it cannot decode:
-    /// `passesCodingsThroughIfUnknown`); turned on again before the handle is reused.
-    @EngineConfined var decodingOff = false
+    /// Takes the codings off the current response's body, when it has any Courier decodes.
+    @EngineConfined var decoder: BodyDecoder?
+    /// Bytes at the start of libcurl's next delivery that the decoder has taken already: when
+    /// the sink refused decoded output, the callback answered "pause" after the decoder took
+    /// the whole chunk, and libcurl hands the same chunk over again when the transfer goes on.
+    @EngineConfined var redelivered = 0
+    /// The hop is sent again with transfer codings handed on as they come
+    /// (`CURLOPT_HTTP_TRANSFER_DECODING` off): its response had one libcurl cannot decode.
+    @EngineConfined var passesTransferCodingsThrough = false
+    /// The current head names a transfer coding libcurl cannot decode (from 8.5 it would fail
+    /// at the body's first byte): the hop was ended at its head, to be sent again with
+    /// transfer codings passed through (see `TransferOutcome`).
+    @EngineConfined var unknownTransferCoding = false
     /// The request of the current hop (redirects change URL, method, body and some headers).
     @EngineConfined var current: TransferRequest {
         didSet { hop = HopSettings(current) }
@@ -278,6 +290,9 @@ final class Transfer: @unchecked Sendable {
         appliedPauseMask = pause.mask  // a new hop starts paused only if suspended
         bodyReader?.close()
         bodyReader = nil
+        decoder = nil
+        redelivered = 0
+        unknownTransferCoding = false
     }
 
     /// Whether the sink, not yet ended, finds the body it was given incomplete. Engine thread.
@@ -384,9 +399,8 @@ struct PreparedHop: Sendable {
 final class HeaderList: @unchecked Sendable {
     let list: UnsafeMutablePointer<curl_slist>?
 
-    /// The list for `fields`. With `acceptsCompressedResponses` (and `CURLOPT_ACCEPT_ENCODING`
-    /// set, as `configure` does), an `Accept-Encoding` line names every encoding libcurl decodes,
-    /// unless `fields` has one: the line libcurl would otherwise format anew for every request.
+    /// The list for `fields`. With `acceptsCompressedResponses`, an `Accept-Encoding` line names
+    /// every coding Courier decodes (`BodyDecoder.acceptEncoding`), unless `fields` has one.
     init(_ fields: HTTPFields, hasBody: Bool, acceptsCompressedResponses: Bool) {
         var list: UnsafeMutablePointer<curl_slist>?
         for field in fields {
@@ -395,8 +409,13 @@ final class HeaderList: @unchecked Sendable {
             let line = field.value.isEmpty ? "\(field.name.rawName);" : "\(field.name.rawName): \(field.value)"
             list = curl_slist_append(list, line)
         }
-        if acceptsCompressedResponses, fields[.acceptEncoding] == nil, !CurlRuntime.contentEncodings.isEmpty {
-            list = curl_slist_append(list, "Accept-Encoding: \(CurlRuntime.contentEncodings)")
+        if acceptsCompressedResponses, fields[.acceptEncoding] == nil {
+            list = curl_slist_append(list, "Accept-Encoding: \(BodyDecoder.acceptEncoding)")
+        }
+        if CurlRuntime.asksForTransferDecoding, fields[HTTPField.Name("TE")!] == nil {
+            // Asked to decode transfer codings, libcurl would also send `TE: gzip` (and
+            // `Connection: TE`); "TE:" keeps the request as it was.
+            list = curl_slist_append(list, "TE:")
         }
         if hasBody, fields[.expect] == nil {
             // No `Expect: 100-continue` round trip unless the caller asks for one.

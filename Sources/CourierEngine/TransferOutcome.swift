@@ -8,6 +8,8 @@ import HTTPTypes
 /// What to do with a transfer libcurl reports done: follow a redirect, or finish.
 enum TransferOutcome {
     case redirect(TransferRequest)
+    /// The hop once more, with transfer codings passed through (see `Transfer.unknownTransferCoding`).
+    case resendPassingTransferCodings
     case done(Result<TransferOutput, any Error>)
 
     /// Reads the result of the current hop from the easy handle. Engine thread.
@@ -15,6 +17,9 @@ enum TransferOutcome {
         EngineThread.check(transfer.engine, "TransferOutcome.evaluate")
         // A redirect whose body was cut short on purpose ends with CURLE_WRITE_ERROR: followed.
         let redirectCut = code == CURLE_WRITE_ERROR && transfer.cutRedirectBody && transfer.discardingBody
+        if code == CURLE_WRITE_ERROR, transfer.unknownTransferCoding {
+            return resendOrRefuse(transfer)
+        }
         if code != CURLE_OK, !redirectCut {
             let request = transfer.current
             let body = transfer.endSink(.failed)
@@ -31,10 +36,8 @@ enum TransferOutcome {
                 url: request.url, response: transfer.head.isComplete ? transfer.head.response : nil,
                 body: body.isEmpty ? nil : body, message: "")
             let detail = String(cString: transfer.errorBuffer)
-            let stage: CourierError.ResponseStage =
-                transfer.head.isComplete || !requestWasSent(easy)
-                ? .other : .readingHead(sawContentLength: transfer.head.contentLength != nil)
-            var error = CourierError.fromCurl(code, detail: detail, context: context, stage: stage)
+            var error = CourierError.fromCurl(
+                code, detail: detail, context: context, stage: stage(of: transfer, easy))
             let metrics = failureMetrics(transfer, easy, error: error)
             error = error.withContext { context in
                 if code == CURLE_COULDNT_CONNECT, let path = request.options.unixSocketPath {
@@ -91,6 +94,29 @@ enum TransferOutcome {
         )
     }
 
+    /// A response in a transfer coding libcurl cannot decode, which from 8.5 it would fail on:
+    /// a request that may be sent twice goes again with transfer codings passed through (the
+    /// body then ends where the connection does, as RFC 9112 section 6.3 says for a coding
+    /// other than a final `chunked`), any other fails.
+    private static func resendOrRefuse(_ transfer: Transfer) -> TransferOutcome {
+        let request = transfer.current
+        let safe: Set<HTTPRequest.Method> = [.get, .head, .options, .trace]
+        if safe.contains(request.head.method), request.body == nil {
+            return .resendPassingTransferCodings
+        }
+        _ = transfer.endSink(.failed)
+        let codings = transfer.head.values(of: "transfer-encoding").joined(separator: ", ")
+        return .done(
+            .failure(
+                CourierError.invalidResponse(
+                    .init(
+                        url: request.url, response: transfer.head.response,
+                        message:
+                            "The response's Transfer-Encoding '\(codings)' has a coding libcurl \(CurlRuntime.version) "
+                            + "cannot decode, and a \(request.head.method.rawValue) is not sent twice to read it otherwise"
+                    ))))
+    }
+
     /// Why a connection to the Unix socket at `path` failed, naming the socket: the path is
     /// missing, or names something other than a socket, or no server accepts on it.
     static func unixSocketMessage(_ path: String) -> String {
@@ -119,6 +145,21 @@ enum TransferOutcome {
         }
         let location = response.headerFields[.location] ?? ""
         return URL(string: location, relativeTo: base)?.absoluteString ?? location
+    }
+
+    /// How far the transfer had come when libcurl failed it, for telling its codes apart by
+    /// what they can mean there, not by libcurl's words (which change between versions).
+    private static func stage(of transfer: Transfer, _ easy: UnsafeMutableRawPointer) -> CourierError.ResponseStage {
+        let head = transfer.head
+        guard head.isComplete else {
+            if requestWasSent(easy) { return .readingHead(sawContentLength: head.contentLength != nil) }
+            return transfer.current.options.clientIdentity != nil ? .loadingClientIdentity : .other
+        }
+        guard FieldList.lowercasedItems(head.values(of: "transfer-encoding")).last == "chunked" else { return .other }
+        var systemError = 0
+        courier_easy_getinfo_long(easy, CURLINFO_OS_ERRNO, &systemError)
+        return .readingChunkedBody(
+            systemError: systemError, overTLS: transfer.current.urlString.lowercased().hasPrefix("https:"))
     }
 
     /// Whether the request went out (CURLINFO_REQUEST_SIZE): a failure from then on until the

@@ -72,7 +72,7 @@ import Testing
             Issue.record("expected invalidResponse, got \(String(describing: error))")
             return
         }
-        #expect(context.message == "Malformed chunked encoding: Illegal or missing hexadecimal sequence")
+        #expect(context.message.hasPrefix("Malformed chunked encoding: "))
         #expect(context.response?.status == .ok)
         #expect(context.curlCode == 56)
     }

@@ -689,6 +689,61 @@ def route_chunked(conn: Conn, req: Request) -> bool:
     return keep
 
 
+def apply_coding(name: str, data: bytes) -> bytes:
+    """`data` in the coding `name`: gzip, deflate (zlib's wrapper), deflate-raw (sent as
+    `deflate`, as some servers do), anything else as it is."""
+    if name == "gzip":
+        return zlib.compress(data, 6, wbits=31)
+    if name == "deflate":
+        return zlib.compress(data, 6)
+    if name == "deflate-raw":
+        return zlib.compress(data, 6, wbits=-15)
+    return data
+
+
+def route_coded(conn: Conn, req: Request) -> bool:
+    """`/coded?ce=C1,C2&te=T1,chunked&n=N&chunk=K&body=TEXT`: a body (TEXT, else N pattern
+    bytes) in content codings `ce` (applied in the order given: `Content-Encoding: C1, C2`),
+    then transfer codings `te` (`Transfer-Encoding` as given; `chunked` frames it in chunks of
+    K bytes, and without `chunked` last the connection closes after the body, RFC 9112 section
+    6.3). gzip, deflate and deflate-raw (named `deflate`) are applied; any other name is only
+    named. `corrupt=1` sends bytes that are not in the first content coding. The response says
+    the body's SHA-256 before coding in `Body-SHA256`."""
+    read_body(conn, req, None)
+    lists = parse_qs(req.query, keep_blank_values=True)
+    text = lists.get("body", [None])[0]
+    data = text.encode() if text is not None else pattern_bytes(0, req.int_param("n", 1024))
+    digest = hashlib.sha256(data).hexdigest()
+    content = [c.strip() for c in req.params.get("ce", "").split(",") if c.strip()]
+    transfer = [c.strip() for c in req.params.get("te", "").split(",") if c.strip()]
+    coded = data
+    for coding in content:
+        coded = apply_coding(coding, coded)
+    if req.params.get("corrupt") == "1":
+        coded = b"\x00not-in-that-coding" + coded[:100]
+    for coding in transfer:
+        if coding != "chunked":
+            coded = apply_coding(coding, coded)
+    headers = [("Content-Type", "application/octet-stream"), ("Body-SHA256", digest)]
+    if content:
+        headers.append(("Content-Encoding", ", ".join("deflate" if c == "deflate-raw" else c for c in content)))
+    if not transfer:
+        return respond(conn, req, 200, coded, headers=headers, content_type=None)
+    named = ", ".join("deflate" if c == "deflate-raw" else c for c in transfer)
+    chunked = transfer[-1] == "chunked"
+    keep = req.keep_alive and chunked
+    conn.send(head_bytes(200, headers + [("Transfer-Encoding", named)] + conn_header(req, keep)))
+    if req.method == "HEAD":
+        return keep
+    if chunked:
+        k = req.int_param("chunk", 1000, minimum=1)
+        send_chunked(conn, (coded[i:i + k] for i in range(0, len(coded), k)))
+        return keep
+    conn.send(coded)
+    conn.lingering_close()
+    raise ConnectionDone()
+
+
 def route_echo(conn: Conn, req: Request) -> bool:
     digest = hashlib.sha256()
     chunked = req.is_chunked
@@ -1574,6 +1629,8 @@ def dispatch(conn: Conn, req: Request) -> bool:
         return route_chunked(conn, req)
     if p == "/echo":
         return route_echo(conn, req)
+    if p == "/coded":
+        return route_coded(conn, req)
     if p.startswith("/status/"):
         return route_status(conn, req)
     if p.startswith("/file/"):

@@ -63,6 +63,29 @@ int courier_raw_zlib_step(courier_raw_zlib *zlib, const void *input, size_t inpu
 void courier_raw_zlib_reset(courier_raw_zlib *zlib);
 void courier_raw_zlib_free(courier_raw_zlib *zlib);
 
+// MARK: - Decoding content and transfer codings (decoding.c)
+
+/// The codings Courier decodes (RFC 9110 section 8.4.1).
+enum {
+    courier_coding_gzip = 1,    // gzip, x-gzip: zlib's inflate, a gzip or zlib wrapper
+    courier_coding_deflate = 2, // deflate: the zlib wrapper, or raw deflate as some servers send
+    courier_coding_brotli = 3,  // br: libbrotlidec, loaded at run time
+    courier_coding_zstd = 4     // zstd: libzstd, loaded at run time
+};
+
+typedef struct courier_decoder courier_decoder;
+/// Whether this process can decode `coding`: gzip and deflate always, br and zstd when their
+/// libraries load.
+int courier_decoder_available(int coding);
+/// A decoder for `coding`; NULL when it is not available or cannot be made.
+courier_decoder *courier_decoder_create(int coding);
+/// Decodes from `input` into `output`; sets how much was consumed and produced. Returns 1 when
+/// the coded stream has ended (bytes after it are consumed and ignored), 0 when more may come,
+/// -1 when the input is not in the coding.
+int courier_decoder_step(courier_decoder *decoder, const void *input, size_t input_length, void *output,
+                         size_t output_capacity, size_t *consumed, size_t *produced);
+void courier_decoder_free(courier_decoder *decoder);
+
 // MARK: - The public suffix list (libpsl, loaded at run time)
 
 /// Whether a cookie for `domain` may be set by `host`, by the public suffix list libcurl uses

@@ -105,7 +105,12 @@ package struct RecordedHead: Sendable {
             line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/")
         {
             startHead()
-            parseStatusLine(UnsafeRawBufferPointer(rebasing: line[0..<end]))
+            let statusLine = UnsafeRawBufferPointer(rebasing: line[0..<end])
+            guard parseStatusLine(statusLine) else {
+                // Checked here, not left to libcurl: some versions read `HTTP/1.1 2000 OK` as 200.
+                return .invalid(
+                    "The server's status line is not HTTP: '\(String(decoding: statusLine, as: UTF8.self))'")
+            }
             return .partial
         }
         guard statusCode != 0, !isComplete else { return .partial }  // trailers, or garbage before a status line
@@ -296,18 +301,23 @@ package struct RecordedHead: Sendable {
     }
 
     /// `HTTP/1.1 200 OK`, `HTTP/2 204`: the code, and the reason phrase when there is one.
-    private mutating func parseStatusLine(_ line: UnsafeRawBufferPointer) {
-        guard let space = line.firstIndex(of: 0x20) else { return }
+    /// Reads `HTTP/x.y SP 3DIGIT [SP reason]` (RFC 9112 section 4): false when the line is not
+    /// one (no space after the version, a status that is not three digits from 100 on, or more
+    /// digits after them).
+    private mutating func parseStatusLine(_ line: UnsafeRawBufferPointer) -> Bool {
+        guard let space = line.firstIndex(of: 0x20) else { return false }
         var index = space
         while index < line.count, line[index] == 0x20 { index += 1 }
-        guard index + 3 <= line.count else { return }
+        guard index + 3 <= line.count else { return false }
         var code = 0
         for offset in 0..<3 {
             let byte = line[index + offset]
-            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return }
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return false }
             code = code * 10 + Int(byte - UInt8(ascii: "0"))
         }
-        guard code >= 100 else { return }
+        guard code >= 100, index + 3 == line.count || line[index + 3] == 0x20 || line[index + 3] == 0x09 else {
+            return false
+        }
         if lines.capacity < 512 { lines.reserveCapacity(512) }  // one allocation for a typical head
         index += 3
         while index < line.count, line[index] == 0x20 { index += 1 }
@@ -315,5 +325,6 @@ package struct RecordedHead: Sendable {
         reasonLength = line.count - index
         lines.append(0x0A)
         statusCode = code
+        return true
     }
 }
