@@ -213,18 +213,6 @@ static inline bool courier_is_too_large_error(CURLcode code) {
     return (int)code == 100;
 }
 
-/// The content encodings this libcurl decodes, in the order and form libcurl itself sends in
-/// `Accept-Encoding` when `CURLOPT_ACCEPT_ENCODING` is "" (e.g. "deflate, gzip, br, zstd");
-/// "" when it decodes none.
-static inline const char *courier_content_encodings(void) {
-    static const char *const names[] = {"", "deflate, gzip", "br", "deflate, gzip, br", "zstd",
-                                        "deflate, gzip, zstd", "br, zstd", "deflate, gzip, br, zstd"};
-    int features = curl_version_info(CURLVERSION_NOW)->features;
-    int index = ((features & CURL_VERSION_LIBZ) ? 1 : 0) | ((features & CURL_VERSION_BROTLI) ? 2 : 0) |
-                ((features & CURL_VERSION_ZSTD) ? 4 : 0);
-    return names[index];
-}
-
 /// A parsed URL for `CURLOPT_CURLU`, with the flags libcurl uses for `CURLOPT_URL`; NULL when
 /// libcurl does not accept the URL (the transfer then sets `CURLOPT_URL` only, and libcurl
 /// reports why).
