@@ -51,12 +51,14 @@ def render(rows: list[Row], *, command: str, revision: str, when: str, wall: flo
             f"| {_names(row.suite)} | {curl_build} | {duration(row.compile.seconds) if row.compile else '–'} "
             f"| {duration(row.suite.seconds) if row.suite else '–'} |"
         )
-    errors = [(row, row.compile) for row in rows if row.compile and (row.compile.errors or row.compile.warnings)]
+    errors = [row for row in rows if row.compile and (row.compile.errors or row.compile.warnings or row.compile.harmless)]
     if errors:
         out += ["", "Compile errors and warnings (besides SwiftPM's one about swift-distributed-tracing):", ""]
-        for row, compile in errors:
-            for line in compile.errors + compile.warnings:
+        for row in errors:
+            for line in row.compile.errors + row.compile.warnings:
                 out.append(f"- {row.label}: `{line}`")
+            for line in row.compile.harmless:
+                out.append(f"- {row.label}: `{line}` (harmless: libcurl.pc's Requires.private, dropped by SwiftPM)")
     failures = [(row, failure) for row in rows if row.suite for failure in row.suite.failures]
     if failures:
         out += ["", "| libcurl | failing test | first failure |", "| --- | --- | --- |"]
