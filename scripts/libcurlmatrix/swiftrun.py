@@ -59,7 +59,8 @@ class Compile:
         if self.ok:
             return f"**yes, {len(self.warnings)} new warning{'s' * (len(self.warnings) != 1)}**"
         count = len(self.errors)
-        return f"**no**: {count} error{'s' * (count != 1)}" if count else "**no**"
+        text = f"**no**: {count} error{'s' * (count != 1)}" if count else "**no**"
+        return text + ("" if self.headers_ok else f" (headers: {self.headers})")
 
     @property
     def failed(self) -> bool:
@@ -123,8 +124,9 @@ def _system_header() -> Path:
 
 
 def _check_headers(scratch: Path, expected: Path) -> tuple[str, bool]:
-    """Which curlver.h the C shim was compiled against (its dependency file names it)."""
-    found = sorted(scratch.glob("*/debug/CCurlShim.build/*.d"))
+    """Which curlver.h the C shim and the engine were compiled against: their dependency files
+    name it (the engine's, through the clang module of libcurl it imported)."""
+    found = sorted(scratch.glob("*/debug/CCurlShim.build/*.d")) + sorted(scratch.glob("*/debug/CourierEngine.build/*.d"))
     if not found:
         return "the shim was not compiled", False
     names = set()
