@@ -146,8 +146,8 @@ extension Transfer {
             courier_easy_setopt_pointer(easy, CURLOPT_CAPATH, nil)
         }
         if options.tlsMinimum != nil || options.tlsMaximum != nil {
-            let minimum = options.tlsMinimum?.curlValue ?? CURL_SSLVERSION_DEFAULT
-            let maximum = options.tlsMaximum?.curlMaximumValue ?? CURL_SSLVERSION_MAX_DEFAULT
+            let minimum = options.tlsMinimum?.curlValue ?? Int(CURL_SSLVERSION_DEFAULT)
+            let maximum = options.tlsMaximum?.curlMaximumValue ?? Int(CURL_SSLVERSION_MAX_DEFAULT)
             courier_easy_setopt_long(easy, CURLOPT_SSLVERSION, minimum | maximum)
         }
         if let identity = options.clientIdentity {
@@ -231,24 +231,27 @@ extension Transfer {
     }
 }
 
+// libcurl's headers spell these constants as enum members (7.76 to 8.5), `int` macros (8.14) or
+// `long` macros (8.21), which Swift imports as `Int`, `Int32` and `Int`: `Int(...)` reads them all
+// alike.
 extension TLSVersion {
     /// `CURLOPT_SSLVERSION`'s minimum.
     var curlValue: Int {
         switch self {
-        case .v1_0: CURL_SSLVERSION_TLSv1_0
-        case .v1_1: CURL_SSLVERSION_TLSv1_1
-        case .v1_2: CURL_SSLVERSION_TLSv1_2
-        case .v1_3: CURL_SSLVERSION_TLSv1_3
+        case .v1_0: Int(CURL_SSLVERSION_TLSv1_0)
+        case .v1_1: Int(CURL_SSLVERSION_TLSv1_1)
+        case .v1_2: Int(CURL_SSLVERSION_TLSv1_2)
+        case .v1_3: Int(CURL_SSLVERSION_TLSv1_3)
         }
     }
 
     /// `CURLOPT_SSLVERSION`'s maximum (the high 16 bits).
     var curlMaximumValue: Int {
         switch self {
-        case .v1_0: CURL_SSLVERSION_MAX_TLSv1_0
-        case .v1_1: CURL_SSLVERSION_MAX_TLSv1_1
-        case .v1_2: CURL_SSLVERSION_MAX_TLSv1_2
-        case .v1_3: CURL_SSLVERSION_MAX_TLSv1_3
+        case .v1_0: Int(CURL_SSLVERSION_MAX_TLSv1_0)
+        case .v1_1: Int(CURL_SSLVERSION_MAX_TLSv1_1)
+        case .v1_2: Int(CURL_SSLVERSION_MAX_TLSv1_2)
+        case .v1_3: Int(CURL_SSLVERSION_MAX_TLSv1_3)
         }
     }
 }
@@ -256,10 +259,10 @@ extension TLSVersion {
 extension HTTPVersionPreference {
     var curlValue: Int {
         switch self {
-        case .http1_1: CURL_HTTP_VERSION_1_1
-        case .http2OverTLS: CURL_HTTP_VERSION_2TLS
-        case .http2: CURL_HTTP_VERSION_2_0
-        case .http2PriorKnowledge: CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE
+        case .http1_1: Int(CURL_HTTP_VERSION_1_1)
+        case .http2OverTLS: Int(CURL_HTTP_VERSION_2TLS)
+        case .http2: Int(CURL_HTTP_VERSION_2_0)
+        case .http2PriorKnowledge: Int(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE)
         }
     }
 }
