@@ -354,8 +354,10 @@ http {{
         default $server_port;
     }}
     # $ssl_session_reused: "r" when the client resumed a TLS session, "." for a full handshake.
+    # $msec and $request_time: when a request ended and how long it took (from its first
+    # byte), for how many streams overlapped on one connection.
     log_format courier '$courier_port "$request" $status $connection $connection_requests '
-                       '$ssl_protocol $courier_http2 $ssl_session_reused';
+                       '$msec $request_time $ssl_protocol $courier_http2 $ssl_session_reused';
     access_log {tmp}/access.log courier;
 
     sendfile on;
