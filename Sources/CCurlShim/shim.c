@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -79,6 +80,20 @@ static _Thread_local const void *courier_engine_owner;
 
 void courier_engine_thread_enter(const void *owner) {
     courier_engine_owner = owner;
+    if (owner != NULL) {
+        /* A write to a connection the peer has closed raises SIGPIPE, which ends the process
+           unless it is ignored or blocked. libcurl sends with MSG_NOSIGNAL, but before 7.87 its
+           OpenSSL connections write through OpenSSL's socket BIO, with write(2); with
+           CURLOPT_NOSIGNAL set libcurl does not ignore the signal around its calls either.
+           Blocked on the engine thread (a write's SIGPIPE goes to the thread that wrote), the
+           write fails with EPIPE and libcurl reports a send error; the process's own
+           disposition of SIGPIPE is left as the application set it. TLSTests'
+           theServersStreamLimitCountsByDefault ended the test process so on 7.76.1. */
+        sigset_t pipe;
+        sigemptyset(&pipe);
+        sigaddset(&pipe, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &pipe, NULL);
+    }
 }
 
 const void *courier_engine_thread_owner(void) {

@@ -22,7 +22,12 @@ import Testing
         let api = try await faultManager { $0.maximumConcurrentTasks = 1 }
         let group = try EngineGroupTests.group(api)
         let name = "held-\(UUID().uuidString.prefix(8))"
-        let holder = Task { try await api.GET("ndjson/\(name)", serializer: DataResponseSerializer()) }
+        // The place is held for as long as the test takes: on a loaded machine that can be
+        // longer than the default 60 seconds without a byte that would end the holder.
+        let holding = RequestOptions(requestTimeout: .seconds(900))
+        let holder = Task {
+            try await api.GET("ndjson/\(name)", options: holding, serializer: DataResponseSerializer())
+        }
         while group.admission?.counts.running != 1 { try await Task.sleep(for: .milliseconds(10)) }
         do {
             try await body(api, group)

@@ -69,15 +69,17 @@ class Compile:
 
 def build(
     scratch: Path, log: Path, *, pkg_config_dir: Path | None, jobs: int | None, extra: list[str] = (),
-    expected_header: Path | None = None,
+    expected_header: Path | None = None, target: str | None = None,
 ) -> Compile:
     """`swift build --build-tests` in `scratch` against the libcurl pkg-config finds first in
-    `pkg_config_dir` (None: the system's)."""
+    `pkg_config_dir` (None: the system's); with `target`, `swift build --target` of that one
+    target and what it depends on instead."""
     env = dict(os.environ)
     env.pop("PKG_CONFIG_PATH", None)
     if pkg_config_dir:
         env["PKG_CONFIG_PATH"] = str(pkg_config_dir)
-    argv = ["swift", "build", "--build-tests", "--scratch-path", str(scratch), *extra]
+    what = ["--target", target] if target else ["--build-tests"]
+    argv = ["swift", "build", *what, "--scratch-path", str(scratch), *extra]
     if jobs:
         argv += ["--jobs", str(jobs)]
     status, seconds = run_logged(argv, log, env=env)

@@ -272,7 +272,8 @@ void courier_wakeup_drain(int fd);
 /// Names the calling thread (shown by `top -H`, `perf` and debuggers); at most 15 bytes.
 void courier_set_thread_name(const char *name);
 
-/// Marks the calling thread as the thread of the engine `owner` (NULL: of none).
+/// Marks the calling thread as the thread of the engine `owner` (NULL: of none), and blocks
+/// SIGPIPE on an engine's thread (see shim.c).
 void courier_engine_thread_enter(const void *owner);
 
 /// The engine whose thread calls, or NULL.
