@@ -10,6 +10,9 @@ let package = Package(
         // that the core library does not depend on the OpenAPI runtime.
         .library(name: "CourierOpenAPI", targets: ["CourierOpenAPI"]),
         .library(name: "CourierXML", targets: ["CourierXML"]),
+        // A session manager as a swift-service-lifecycle Service: a product of its own, so that
+        // apps without swift-service-lifecycle do not link it.
+        .library(name: "CourierServiceLifecycle", targets: ["CourierServiceLifecycle"]),
         .executable(name: "courier", targets: ["CourierCLI"]),
     ],
     dependencies: [
@@ -19,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         // `swift package generate-documentation` (scripts/test runs it); a plugin, not linked.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
@@ -134,6 +138,16 @@ let package = Package(
             name: "CourierXML",
             dependencies: ["CourierCore", "CourierSerialization"]
         ),
+        // An HTTPSessionManager as a Service of a ServiceGroup: graceful shutdown within a
+        // deadline, new requests refused once it began.
+        .target(
+            name: "CourierServiceLifecycle",
+            dependencies: [
+                "Courier",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "CourierCLI",
             dependencies: [
@@ -146,9 +160,11 @@ let package = Package(
         .executableTarget(
             name: "CourierTestHelper",
             dependencies: [
-                "Courier",
+                "Courier", "CourierServiceLifecycle",
                 .product(name: "Instrumentation", package: "swift-distributed-tracing"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/Support/CourierTestHelper"
         ),
@@ -199,7 +215,9 @@ let package = Package(
             name: "CourierTests",
             dependencies: [
                 "Courier", "CourierTesting", "CourierTestHelper", "CourierOpenAPI", "CourierXML",
+                "CourierServiceLifecycle",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Instrumentation", package: "swift-distributed-tracing"),
