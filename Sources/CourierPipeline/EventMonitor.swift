@@ -41,8 +41,8 @@ public struct RequestEvent: Sendable {
     /// `attemptStarted`, any `redirected` and `responseHead`s; after a failed attempt
     /// `retryDecided`; last `finished` or `failed`.
     ///
-    /// Minor releases add kinds (`webSocketOpened` and `webSocketClosed` came that way): end a
-    /// `switch` over a kind with `default`. Courier is not built with library evolution, so
+    /// Minor releases may add cases (`webSocketOpened` and `webSocketClosed` came that way): a
+    /// `switch` over a kind ends with `default`. Courier is not built with library evolution, so
     /// `@unknown default` does not apply, and a `switch` that names every case stops compiling
     /// when one is added.
     public enum Kind: Sendable {

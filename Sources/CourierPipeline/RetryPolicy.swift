@@ -32,6 +32,8 @@ import HTTPTypes
 /// ``RequestEvent/Kind/retryDecided(attempt:error:decision:)``, with its delay and the error.
 public struct RetryPolicy: RequestInterceptor {
     /// Transport failures a policy may retry.
+    ///
+    /// Minor releases may add cases: a `switch` over it ends with `default`.
     public enum Failure: Sendable, Hashable, CaseIterable {
         /// No connection could be made (`CourierError.cannotConnect(_:)`).
         case cannotConnect

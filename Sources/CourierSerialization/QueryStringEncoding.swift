@@ -115,6 +115,8 @@ public enum QueryStringEncoding {
 /// `encoder` (its `dateEncodingStrategy`), which turns `Encodable` parameters into values first.
 public struct QueryEncodingOptions: Sendable {
     /// How an array's elements are named.
+    ///
+    /// Minor releases may add cases: a `switch` over it ends with `default`.
     public enum ArrayEncoding: Sendable, Hashable {
         /// `tags[]=a&tags[]=b` (Rails, PHP, Flask read it).
         case brackets
@@ -125,6 +127,8 @@ public struct QueryEncodingOptions: Sendable {
     }
 
     /// How booleans are written.
+    ///
+    /// Minor releases may add cases: a `switch` over it ends with `default`.
     public enum BoolEncoding: Sendable, Hashable {
         /// `1` and `0`.
         case numeric
@@ -133,6 +137,8 @@ public struct QueryEncodingOptions: Sendable {
     }
 
     /// How a space is written.
+    ///
+    /// Minor releases may add cases: a `switch` over it ends with `default`.
     public enum SpaceEncoding: Sendable, Hashable {
         /// `%20`.
         case percentEscaped
@@ -141,6 +147,8 @@ public struct QueryEncodingOptions: Sendable {
     }
 
     /// How member names are written (nested names too; the brackets are not names).
+    ///
+    /// Minor releases may add cases: a `switch` over it ends with `default`.
     public enum KeyEncoding: Sendable {
         /// As given.
         case useDefaultKeys

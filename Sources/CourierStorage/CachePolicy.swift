@@ -1,6 +1,8 @@
 @_spi(CourierInternals) import CourierCore
 
 /// How a request uses the session's HTTP cache (URLRequest's policies, plus a fallback).
+///
+/// Minor releases may add cases: a `switch` over it ends with `default`.
 public enum CachePolicy: Sendable, Hashable {
     /// RFC 9111: a fresh stored response is used as is; a stale one with a validator is
     /// revalidated (`If-None-Match`, `If-Modified-Since`) and reused on 304. The default.

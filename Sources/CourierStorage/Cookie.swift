@@ -184,6 +184,8 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Which cookies a session takes from responses.
+///
+/// Minor releases may add cases: a `switch` over it ends with `default`.
 public enum CookieAcceptPolicy: Sendable, Hashable {
     /// Every cookie libcurl's engine accepts (RFC 6265 rules).
     case always

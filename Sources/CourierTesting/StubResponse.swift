@@ -84,6 +84,8 @@ public struct StubResponse: Sendable {
 
 /// A failure a ``StubTransport`` injects: each becomes the `CourierError` the libcurl engine
 /// raises for it, with the request's URL in its context.
+///
+/// Minor releases may add cases: a `switch` over it ends with `default`.
 public enum StubFailure: Sendable {
     /// `CourierError.cannotResolveHost`.
     case cannotResolveHost

@@ -2,6 +2,8 @@ import CourierCore
 import Foundation
 
 /// A TLS protocol version.
+///
+/// Minor releases may add cases: a `switch` over it ends with `default`.
 public enum TLSVersion: Int, Sendable, Hashable, Comparable, CustomStringConvertible {
     /// TLS 1.0 (RFC 2246). OpenSSL 3 refuses it at its default security level.
     case v1_0 = 10

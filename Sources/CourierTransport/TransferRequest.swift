@@ -182,6 +182,8 @@ package struct TransferOptions: Sendable, Equatable {
 }
 
 /// Which HTTP version to ask libcurl for (`CURLOPT_HTTP_VERSION`).
+///
+/// Minor releases may add cases: a `switch` over it ends with `default`.
 public enum HTTPVersionPreference: Sendable, Hashable {
     /// HTTP/1.1 only.
     case http1_1

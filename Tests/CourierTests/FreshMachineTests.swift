@@ -1,3 +1,4 @@
+import Courier
 import Foundation
 import Testing
 
@@ -93,19 +94,71 @@ import Testing
         #expect(run.stderr.contains("headers are still missing after the install: install libcurl4-openssl-dev"))
     }
 
-    /// `Examples/Consumer` depends on Courier by path and builds with `swift build` alone.
-    @Test func aPackageThatDependsOnCourierBuildsAndMakesARequest() async throws {
+    /// The tree as a release: a copy of its files (tracked, and new ones not ignored) in a
+    /// git repository of its own under the run's temporary directory, committed and tagged
+    /// `CourierInfo.version`, as main is tagged when it is released. The shared repository and
+    /// its tags are never touched.
+    static func releaseRepository() async throws -> (repository: URL, version: String) {
+        let work = try folder("release")
+        let repository = work.appendingPathComponent("Courier")
+        try FileManager.default.createDirectory(at: repository, withIntermediateDirectories: true)
+        let version = CourierInfo.version
+        try await shell(
+            """
+            git -C "$0" ls-files -z --cached --others --exclude-standard \
+                | tar -C "$0" --null --ignore-failed-read -T - -cf - | tar -C "$1" -xf -
+            cd "$1" && git init -q && git add -A \
+                && git -c user.name=release -c user.email=release@example.invalid commit -qm "Courier $2" \
+                && git tag "$2"
+            """, root.path, repository.path, version)
+        return (repository, version)
+    }
+
+    /// Runs `script` with `sh -c` and `arguments` as $0, $1...; fails on a nonzero exit.
+    @discardableResult
+    static func shell(
+        _ script: String, _ arguments: String..., environment: [String: String] = [:]
+    ) async throws
+        -> CLITests.Run
+    {
+        let run = try await CLITests.run(
+            URL(fileURLWithPath: "/bin/sh"), ["-c", script] + arguments, environment: environment)
+        guard run.status == 0 else { throw TestServerError("\(script) failed: \(run.stdout)\n\(run.stderr)") }
+        return run
+    }
+
+    /// What a team does: a new package whose manifest depends on Courier `from:` its release
+    /// tag, by URL. `Examples/Consumer` (which depends on Courier by path, so that it builds
+    /// from the tree) is that package once its one `.package(path:)` line is replaced with
+    /// `.package(url: "file://.../Courier.git", from: "<CourierInfo.version>")`, the URL a bare
+    /// clone of the release repository. It resolves with an empty SwiftPM cache, builds in a
+    /// folder of its own, and makes a request.
+    @Test func aPackageThatDependsOnCourierFromItsReleaseTagBuildsAndMakesARequest() async throws {
         let fault = try await TestServers.fault()
-        let build = try Self.folder("consumer-build")
-        let package = Self.root.appendingPathComponent("Examples/Consumer").path
+        let (repository, version) = try await Self.releaseRepository()
+        let bare = repository.deletingLastPathComponent().appendingPathComponent("Courier.git")
+        try await Self.shell(#"git clone -q --bare "$0" "$1""#, repository.path, bare.path)
+        let consumer = try Self.folder("consumer")
+        let example = Self.root.appendingPathComponent("Examples/Consumer")
+        try await Self.shell(#"cp -R "$0"/. "$1""#, example.path, consumer.path)
+        let manifest = consumer.appendingPathComponent("Package.swift")
+        let byPath = #".package(name: "Courier", path: "../..")"#
+        let text = try String(contentsOf: manifest, encoding: .utf8)
+        #expect(text.contains(byPath), "Examples/Consumer/Package.swift no longer depends on Courier by path")
+        let fromTag = ".package(url: \"\(bare.absoluteString)\", from: \"\(version)\")"
+        try text.replacingOccurrences(of: byPath, with: fromTag).write(to: manifest, atomically: true, encoding: .utf8)
+
+        let build = consumer.appendingPathComponent(".build")
+        let cache = consumer.appendingPathComponent(".swiftpm-cache")
         let swift = URL(fileURLWithPath: "/usr/bin/env")
-        let built = try await CLITests.run(
-            swift,
-            [
-                "swift", "build", "--package-path", package, "--scratch-path", build.path, "--product",
-                "courier-consumer",
-            ])
+        let swiftBuild = [
+            "swift", "build", "--package-path", consumer.path, "--scratch-path", build.path, "--cache-path",
+            cache.path, "--product", "courier-consumer",
+        ]
+        let built = try await CLITests.run(swift, swiftBuild)
         #expect(built.status == 0, "\(built.stdout)\n\(built.stderr)")
+        let resolved = try String(contentsOf: consumer.appendingPathComponent("Package.resolved"), encoding: .utf8)
+        #expect(resolved.contains("\"version\" : \"\(version)\""), "\(resolved)")
         let binary = build.appendingPathComponent("debug/courier-consumer")
         let run = try await CLITests.run(binary, [fault.appendingPathComponent("echo").absoluteString])
         #expect(run.stdout == "200 GET from=consumer\n", "\(run.stderr)")
@@ -115,12 +168,50 @@ import Testing
                 swift,
                 [
                     "unshare", "-m", "sh", "-c",
-                    "mount -t tmpfs none /usr/lib/x86_64-linux-gnu/pkgconfig && exec \"$@\"",
-                    "sh", "swift", "build", "--package-path", package, "--scratch-path", build.path, "--product",
-                    "courier-consumer",
-                ])
+                    "mount -t tmpfs none /usr/lib/x86_64-linux-gnu/pkgconfig && exec \"$@\"", "sh",
+                ] + swiftBuild)
             #expect(
                 (hinted.stdout + hinted.stderr).contains("apt-get install libcurl4-openssl-dev"), "\(hinted.stderr)")
         }
+    }
+
+    /// `scripts/check-api` in the release repository: it passes on the tree as released
+    /// (compared for real, not skipped as unchanged), fails once a public function is removed,
+    /// and passes again once CHANGELOG.md's Unreleased section names the removal under
+    /// `### Breaking`. The first run builds the release's libraries twice (the tag's, in the
+    /// tool's checkout, and the tree's); the others build incrementally.
+    @Test func checkAPIFailsOnARemovedPublicFunctionUnlessTheChangelogNamesIt() async throws {
+        let (repository, version) = try await Self.releaseRepository()
+        let script = repository.appendingPathComponent("scripts/check-api")
+        let environment = ["COURIER_CHECK_API_ALWAYS": "1"]
+
+        let unchanged = try await CLITests.run(script, [], in: repository, environment: environment)
+        #expect(unchanged.status == 0, "\(unchanged.stdout)\n\(unchanged.stderr)")
+        #expect(unchanged.stdout.contains("no breaking change since \(version)"), "\(unchanged.stdout)")
+
+        let file = repository.appendingPathComponent("Sources/Courier/Tasks/TaskRegistry.swift")
+        let source = try String(contentsOf: file, encoding: .utf8)
+        let suspend = "    /// Suspends the task's transfer.\n    public func suspend() { control.suspend() }\n"
+        #expect(source.contains(suspend))
+        try source.replacingOccurrences(of: suspend, with: "").write(to: file, atomically: true, encoding: .utf8)
+        let removed = try await CLITests.run(script, [], in: repository, environment: environment)
+        #expect(removed.status == 1, "\(removed.stdout)\n\(removed.stderr)")
+        #expect(removed.stdout.contains("NOT NAMED: API breakage: func SessionTask.suspend() has been removed"))
+        #expect(
+            removed.stderr.contains("does not name under '### Breaking': SessionTask.suspend()"), "\(removed.stderr)")
+
+        let changelog = repository.appendingPathComponent("CHANGELOG.md")
+        let entries = try String(contentsOf: changelog, encoding: .utf8)
+        let unreleased = "## [Unreleased]\n"
+        #expect(entries.contains(unreleased))
+        try entries.replacingOccurrences(
+            of: unreleased,
+            with: unreleased + "\n### Breaking\n\n- `SessionTask.suspend()` is removed: suspend the task object.\n\n",
+            options: [], range: entries.range(of: unreleased)
+        ).write(to: changelog, atomically: true, encoding: .utf8)
+        let named = try await CLITests.run(script, [], in: repository, environment: environment)
+        #expect(named.status == 0, "\(named.stdout)\n\(named.stderr)")
+        #expect(
+            named.stdout.contains("named in CHANGELOG.md: API breakage: func SessionTask.suspend() has been removed"))
     }
 }

@@ -270,6 +270,29 @@ import Testing
         #expect(error is CancellationError)
     }
 
+    /// A request read whole is one of the manager's tasks while it runs, as a streamed one is:
+    /// `cancelAllTasks()` reaches it (and `finishTasksAndInvalidate()`, a service's shutdown,
+    /// waits for it).
+    @Test func aRequestReadWholeIsAmongTheManagersTasks() async throws {
+        let api = try await faultManager()
+        let transport = CourierClientTransport(manager: api)
+        let request = HTTPRequest(
+            method: .get, scheme: nil, authority: nil, path: "/silent", headerFields: [.accept: "application/json"])
+        let baseURL = try await TestServers.fault()
+        let call = Task { try await transport.send(request, body: nil, baseURL: baseURL, operationID: "silent") }
+        // Listed once the call reaches the manager (a bound only so that a failure ends).
+        for _ in 0..<6000 where api.tasks.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+        let listed = try #require(api.tasks.first)
+        #expect(api.tasks.count == 1)
+        #expect(listed.kind == .data)
+        #expect(listed.path.hasSuffix("/silent"), "\(listed.path)")
+        api.cancelAllTasks()
+        // The server never answers: only the cancellation ends the call.
+        let error = await capturedError { _ = try await call.value }
+        #expect(error is CancellationError, "\(String(describing: error))")
+        #expect(api.tasks.isEmpty)
+    }
+
     @Test func aDocumentIsReadWholeWithItsLength() async throws {
         let api = try await faultManager()
         let transport = CourierClientTransport(manager: api)

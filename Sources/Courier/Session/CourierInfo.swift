@@ -4,7 +4,7 @@ import CourierPipeline
 /// Facts about the library.
 public enum CourierInfo {
     /// The library version.
-    public static let version = "0.1.0"
+    public static let version = "1.0.0"
     /// The version of the libcurl Courier runs on.
     public static var libcurlVersion: String { CurlRuntime.version }
 }

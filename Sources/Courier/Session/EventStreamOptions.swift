@@ -35,6 +35,8 @@ public struct EventStreamOptions: Sendable, Hashable {
     public var reconnection: Reconnection
 
     /// Which event streams reconnect.
+    ///
+    /// Minor releases may add cases: a `switch` over it ends with `default`.
     public enum Reconnection: Sendable, Hashable {
         /// Streams whose method is idempotent (RFC 9110 section 9.2.2: `GET`, `HEAD`,
         /// `OPTIONS`, `TRACE`, `PUT`, `DELETE`) reconnect; others, such as a model API's

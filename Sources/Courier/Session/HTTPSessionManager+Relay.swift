@@ -23,7 +23,9 @@ extension HTTPSessionManager {
     /// The body of a successful response comes as a stream with backpressure, unless the
     /// request's `Accept` names only JSON, XML, plain text, HTML or form documents: those are
     /// read whole (what reads them decodes them whole anyway), on the data tasks' path, which
-    /// takes no task, sink or stream of its own. A response with another status is first a
+    /// takes no sink or stream of its own. Either way the request is among the manager's
+    /// `tasks` while it runs (a data or a stream task), so `cancelAllTasks()` reaches it and
+    /// `finishTasksAndInvalidate()` waits for it. A response with another status is first a
     /// failure in the pipeline, where a retry policy may try again; when it is the last answer,
     /// it is returned with its whole body (up to the session's `maximumResponseSize`).
     /// Cancelling the calling task cancels the transfer; so does dropping the stream or
@@ -40,7 +42,9 @@ extension HTTPSessionManager {
         }
         do {
             if Self.readsWhole(accepting: fields[values: .accept]) {
-                let raw = try await performRaw(call, serialize: Self.requireSuccess)
+                let raw = try await tracked(.data, method, url) { control in
+                    try await performRaw(call, register: control.attach, serialize: Self.requireSuccess)
+                }
                 return (raw.response, .collected(raw.data))
             }
             return try await startStream(call)

@@ -34,6 +34,15 @@ extension HTTPSessionManager {
         invalidateAndCancel()
     }
 
+    /// Refuses new work from now on: each new request, task, stream or WebSocket fails at once
+    /// with `CourierError.sessionInvalidated` and `reason` as its message (the first reason
+    /// given stays); the running ones go on. ``finishTasksAndInvalidate()`` does this first;
+    /// a service that shuts the session down calls it as its shutdown begins, with its own
+    /// reason.
+    package nonisolated func refuseNewTasks(_ reason: String) {
+        tasksInFlight.refuseNewTasks(reason)
+    }
+
     /// The listing of a task of `kind` made now.
     nonisolated func tracking(_ kind: SessionTask.Kind, _ method: HTTPRequest.Method, _ path: String) -> TaskTracking {
         TaskTracking(registry: tasksInFlight, kind: kind, method: method, path: path)

@@ -40,6 +40,8 @@ extension HTTPSessionManager {
             throw CourierError.unsupportedInBackgroundSession(
                 .init(message: "A background session runs downloads and uploads from files only, not WebSockets"))
         }
+        // A session that finishes its tasks (or whose service shuts it down) opens no more.
+        if let refusal = tasksInFlight.refusal(of: .get, path) { throw refusal }
         for name in protocols where name.isEmpty || !name.utf8.allSatisfy(Self.isTokenByte) {
             throw CourierError.invalidHeader(.init(message: "'\(name)' is not a valid WebSocket subprotocol name"))
         }

@@ -36,8 +36,12 @@ public struct DataResponse<Value: Sendable>: Sendable {
         self.source = raw.source
     }
 
-    /// The URL that answered (after redirects): the final request's URL.
-    public var url: URL { request.url ?? URL(string: "http://invalid/")! }
+    /// The URL that answered (after redirects): the final request's URL. Setting it sets the
+    /// request's URL.
+    public var url: URL {
+        get { request.url ?? URL(string: "http://invalid/")! }
+        set { request.url = newValue }
+    }
     /// The status.
     public var status: HTTPResponse.Status { head.status }
     /// The header fields.

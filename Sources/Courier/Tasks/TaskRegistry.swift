@@ -6,6 +6,8 @@ import HTTPTypes
 /// what it asked for, its state, and the controls of the task itself.
 public struct SessionTask: Sendable {
     /// What kind of task it is.
+    ///
+    /// Minor releases may add cases: a `switch` over it ends with `default`.
     public enum Kind: Sendable, Hashable {
         /// A request whose body is collected in memory (the verbs, `request`, `send`, `dataTask`).
         case data
@@ -70,35 +72,53 @@ final class TaskRegistry: Sendable {
     private struct State {
         var entries: [Int: Entry] = [:]
         var lastIdentifier = 0
-        var closed = false
+        /// Why new tasks are refused; nil while the registry takes them.
+        var refusal: String?
         var waiters: [CheckedContinuation<Void, Never>] = []
     }
 
     private let state = Locked(State())
 
+    /// What a task made after `finishTasksAndInvalidate()` is told.
+    static let finishingRefusal = "The session was told to finish its tasks and takes no new ones"
+
     /// Registers a task; throws `sessionInvalidated` once the session takes no new work.
     func register(
         _ kind: SessionTask.Kind, _ method: HTTPRequest.Method, _ path: String, control: TaskControl
     ) throws(CourierError) -> Int {
-        let identifier = state.withLock { state -> Int? in
-            guard !state.closed else { return nil }
+        let registered = state.withLock { state -> Result<Int, CourierError> in
+            if let refusal = state.refusal { return .failure(Self.refusal(refusal, method, path)) }
             state.lastIdentifier += 1
             state.entries[state.lastIdentifier] = Entry(
                 kind: kind, method: method, path: path, control: control, created: Date())
-            return state.lastIdentifier
+            return .success(state.lastIdentifier)
         }
-        guard let identifier else {
-            throw .sessionInvalidated(
-                .init(message: "The session was told to finish its tasks and takes no new ones (\(method) \(path))"))
+        return try registered.get()
+    }
+
+    /// The refusal of work the session no longer takes (`method` to `path`), or nil while it
+    /// takes work: for what runs without being listed (WebSockets).
+    func refusal(of method: HTTPRequest.Method, _ path: String) -> CourierError? {
+        state.withLock { $0.refusal }.map { Self.refusal($0, method, path) }
+    }
+
+    private static func refusal(_ reason: String, _ method: HTTPRequest.Method, _ path: String) -> CourierError {
+        .sessionInvalidated(.init(message: "\(reason) (\(method) \(path))"))
+    }
+
+    /// Takes no new tasks from now on: each is refused with `sessionInvalidated` and `reason`
+    /// (the first reason given stays).
+    func refuseNewTasks(_ reason: String) {
+        state.withLock { state in
+            if state.refusal == nil { state.refusal = reason }
         }
-        return identifier
     }
 
     /// The task's work has ended.
     func finished(_ identifier: Int) {
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.entries[identifier] = nil
-            guard state.closed, state.entries.isEmpty else { return [] }
+            guard state.refusal != nil, state.entries.isEmpty else { return [] }
             defer { state.waiters = [] }
             return state.waiters
         }
@@ -126,11 +146,12 @@ final class TaskRegistry: Sendable {
         for control in controls { control.cancel() }
     }
 
-    /// Takes no new tasks from now on, and returns when the running ones have ended.
-    func close() async {
+    /// Takes no new tasks from now on (refused with `reason`, unless they already were), and
+    /// returns when the running ones have ended.
+    func close(reason: String = finishingRefusal) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let done = state.withLock { state -> Bool in
-                state.closed = true
+                if state.refusal == nil { state.refusal = reason }
                 guard !state.entries.isEmpty else { return true }
                 state.waiters.append(continuation)
                 return false

@@ -26,6 +26,20 @@ public struct RawResponse: Sendable {
         self.metrics = metrics
     }
 
+    /// Creates a raw response to `request` sent to `url`, as the first releases' initializer
+    /// did: `url` becomes the request's URL (a raw response's ``url`` is its request's).
+    @available(
+        *, deprecated,
+        message:
+            "A raw response's URL is its request's: set the request's url and use init(request:response:data:metrics:)"
+    )
+    public init(request: HTTPRequest, url: URL, response: HTTPResponse, data: Data, metrics: TransferMetrics = .init())
+    {
+        var request = request
+        request.url = url
+        self.init(request: request, response: response, data: data, metrics: metrics)
+    }
+
     /// A response whose head was recorded by a transport (parsed on first use).
     package init(request: HTTPRequest, head: ResponseHead, data: Data, metrics: TransferMetrics) {
         self.request = request
@@ -34,8 +48,12 @@ public struct RawResponse: Sendable {
         self.metrics = metrics
     }
 
-    /// The URL that answered (after redirects): the final request's URL.
-    public var url: URL { request.url ?? URL(string: "http://invalid/")! }
+    /// The URL that answered (after redirects): the final request's URL. Setting it sets the
+    /// request's URL.
+    public var url: URL {
+        get { request.url ?? URL(string: "http://invalid/")! }
+        set { request.url = newValue }
+    }
     /// The status.
     public var status: HTTPResponse.Status { head.status }
     /// The header fields.

@@ -1,4 +1,6 @@
 /// Where a response came from.
+///
+/// Minor releases may add cases: a `switch` over it ends with `default`.
 public enum ResponseSource: Sendable, Hashable {
     /// The network.
     case network

@@ -150,6 +150,8 @@ public struct TransferMetrics: Sendable, Hashable {
 /// attempt, the second request after an authentication challenge, or the cache's answer.
 public struct TransactionMetrics: Sendable, Hashable {
     /// Where a transaction's response came from.
+    ///
+    /// Minor releases may add cases: a `switch` over it ends with `default`.
     public enum Source: Sendable, Hashable {
         /// The network.
         case network

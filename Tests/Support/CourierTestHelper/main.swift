@@ -22,6 +22,9 @@
 //                                                         fetch() calls: CacheBridge.swift)
 //   CourierTestHelper reachability PORT                  (in a network namespace of its own:
 //                                                         ReachabilityScenario.swift)
+//   CourierTestHelper service FAULT_URL NAME DEADLINE_MS (an HTTPSessionService in a
+//                                                         ServiceGroup that SIGTERM shuts down:
+//                                                         ServiceScenario.swift)
 import Courier
 import Foundation
 import InMemoryTracing
@@ -165,6 +168,12 @@ do {
 
     case "reachability":
         await runReachabilityScenario(port: Int(arguments[1])!)
+
+    case "service":
+        guard arguments.count == 4, let fault = URL(string: arguments[1]), let milliseconds = Int(arguments[3]) else {
+            fail("usage: service FAULT_URL NAME DEADLINE_MS")
+        }
+        try await ServiceScenario.run(fault: fault, name: arguments[2], deadline: .milliseconds(milliseconds))
 
     case "cache-bridge":
         await runCacheBridge(storage: URL(fileURLWithPath: arguments[1]))
