@@ -175,43 +175,67 @@ import Testing
         }
     }
 
-    /// `scripts/check-api` in the release repository: it passes on the tree as released
+    /// `scripts/check-api` on a package of its own, released as 1.0.0 (the script reads the
+    /// repository it sits in, whatever the package): it passes on the tree as released
     /// (compared for real, not skipped as unchanged), fails once a public function is removed,
-    /// and passes again once CHANGELOG.md's Unreleased section names the removal under
-    /// `### Breaking`. The first run builds the release's libraries twice (the tag's, in the
-    /// tool's checkout, and the tree's); the others build incrementally.
+    /// naming it, and passes again once CHANGELOG.md's Unreleased section names the removal under
+    /// `### Breaking`. A small package keeps the three comparisons to seconds; on Courier's own
+    /// tree `scripts/test` runs the script against the latest tag.
     @Test func checkAPIFailsOnARemovedPublicFunctionUnlessTheChangelogNamesIt() async throws {
-        let (repository, version) = try await Self.releaseRepository()
-        let script = repository.appendingPathComponent("scripts/check-api")
+        let repository = try Self.folder("check-api")
+        let scripts = repository.appendingPathComponent("scripts")
+        let sources = repository.appendingPathComponent("Sources/Greeting")
+        for folder in [scripts, sources] {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        }
+        try FileManager.default.copyItem(
+            at: Self.root.appendingPathComponent("scripts/check-api"), to: scripts.appendingPathComponent("check-api"))
+        let manifest = """
+            // swift-tools-version:6.0
+            import PackageDescription
+
+            let package = Package(
+                name: "Greeting",
+                products: [.library(name: "Greeting", targets: ["Greeting"])],
+                targets: [.target(name: "Greeting")]
+            )
+
+            """
+        try manifest.write(to: repository.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
+        let file = sources.appendingPathComponent("Greeting.swift")
+        let farewell = "/// Says goodbye.\npublic func farewell() -> String { \"bye\" }\n"
+        try ("/// Says hello.\npublic func greeting() -> String { \"hello\" }\n" + farewell)
+            .write(to: file, atomically: true, encoding: .utf8)
+        let changelog = repository.appendingPathComponent("CHANGELOG.md")
+        try "# Changelog\n\n## [Unreleased]\n\n## [1.0.0] - 2026-11-28\n".write(
+            to: changelog, atomically: true, encoding: .utf8)
+        try await Self.shell(
+            """
+            cd "$0" && printf '.build/\\n' > .gitignore && git init -q && git add -A \
+                && git -c user.name=release -c user.email=release@example.invalid commit -qm "Greeting 1.0.0" \
+                && git tag 1.0.0
+            """, repository.path)
+        let script = scripts.appendingPathComponent("check-api")
         let environment = ["COURIER_CHECK_API_ALWAYS": "1"]
 
         let unchanged = try await CLITests.run(script, [], in: repository, environment: environment)
         #expect(unchanged.status == 0, "\(unchanged.stdout)\n\(unchanged.stderr)")
-        #expect(unchanged.stdout.contains("no breaking change since \(version)"), "\(unchanged.stdout)")
+        #expect(unchanged.stdout.contains("no breaking change since 1.0.0"), "\(unchanged.stdout)")
 
-        let file = repository.appendingPathComponent("Sources/Courier/Tasks/TaskRegistry.swift")
         let source = try String(contentsOf: file, encoding: .utf8)
-        let suspend = "    /// Suspends the task's transfer.\n    public func suspend() { control.suspend() }\n"
-        #expect(source.contains(suspend))
-        try source.replacingOccurrences(of: suspend, with: "").write(to: file, atomically: true, encoding: .utf8)
+        try source.replacingOccurrences(of: farewell, with: "").write(to: file, atomically: true, encoding: .utf8)
         let removed = try await CLITests.run(script, [], in: repository, environment: environment)
         #expect(removed.status == 1, "\(removed.stdout)\n\(removed.stderr)")
-        #expect(removed.stdout.contains("NOT NAMED: API breakage: func SessionTask.suspend() has been removed"))
-        #expect(
-            removed.stderr.contains("does not name under '### Breaking': SessionTask.suspend()"), "\(removed.stderr)")
+        let unnamed = "NOT NAMED: API breakage: func farewell() has been removed"
+        #expect(removed.stdout.contains(unnamed), "\(removed.stdout)")
+        #expect(removed.stderr.contains("does not name under '### Breaking': farewell()"), "\(removed.stderr)")
 
-        let changelog = repository.appendingPathComponent("CHANGELOG.md")
         let entries = try String(contentsOf: changelog, encoding: .utf8)
-        let unreleased = "## [Unreleased]\n"
-        #expect(entries.contains(unreleased))
         try entries.replacingOccurrences(
-            of: unreleased,
-            with: unreleased + "\n### Breaking\n\n- `SessionTask.suspend()` is removed: suspend the task object.\n\n",
-            options: [], range: entries.range(of: unreleased)
+            of: "## [Unreleased]\n", with: "## [Unreleased]\n\n### Breaking\n\n- `farewell()` is removed.\n\n"
         ).write(to: changelog, atomically: true, encoding: .utf8)
         let named = try await CLITests.run(script, [], in: repository, environment: environment)
         #expect(named.status == 0, "\(named.stdout)\n\(named.stderr)")
-        #expect(
-            named.stdout.contains("named in CHANGELOG.md: API breakage: func SessionTask.suspend() has been removed"))
+        #expect(named.stdout.contains("named in CHANGELOG.md: API breakage: func farewell() has been removed"))
     }
 }
