@@ -179,11 +179,12 @@ class Suite:
         return bool(self.failed or self.problems)
 
 
-# scripts/test's runs after its build: the parallel suite, the HTTP cache test suite, the
-# timing tests one at a time. FreshMachineTests is left out: it rebuilds Courier against the
+# scripts/test's runs after its build: the parallel suite, the service lifecycle tests on
+# their own, the HTTP cache test suite, the timing tests one at a time. FreshMachineTests is left out: it rebuilds Courier against the
 # system's headers in a namespace and says nothing about the libcurl at run time.
 FULL_RUNS = [
-    ("main", ["--skip", "TimingTests|FreshMachineTests|CacheConformanceSuiteTests"]),
+    ("main", ["--skip", "TimingTests|FreshMachineTests|CacheConformanceSuiteTests|ServiceLifecycleTests"]),
+    ("lifecycle", ["--filter", "ServiceLifecycleTests"]),
     ("cache suite", ["--filter", "CacheConformanceSuiteTests"]),
     ("timing", ["--filter", "TimingTests"]),
 ]
