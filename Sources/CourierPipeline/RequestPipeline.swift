@@ -121,24 +121,39 @@ package final class RequestPipeline: Sendable {
     /// manager's `process(_:)`.
     @inline(never)
     private func attempt(_ request: InFlightRequest) async throws -> RawResponse {
-        var raw: RawResponse
         let adapted = request.isAdapted ? try await adapt(request) : request.prepared.head
-        switch try plan(request, adapted: adapted) {
-        case .answered(let answer):
-            raw = answer.response
-        case .send(let attempt):
+        let plan = try plan(request, adapted: adapted)
+        var failure: (any Error)?
+        if case .send(let attempt) = plan {
             do {
                 try await send(attempt)
                 if attempt.isChallenged { try await answerChallenge(attempt) }
-                raw = attempt.absorbed()
             } catch {
-                raw = try attempt.recover(from: error)
+                failure = error
             }
         }
+        // No `RawResponse` is a local of this frame: `outcome` writes it straight into the
+        // caller's, and it is returned as it is, not through `process`, which would copy it
+        // (twenty retains).
+        guard request.hooks.runsHooks else { return try outcome(plan, failure, request) }
+        return try await process(try outcome(plan, failure, request), request.hooks)
+    }
+
+    /// The attempt's response: the cache's answer, or what the transfer brought (after the
+    /// cache has seen it), or the cache's stand-in for a failed load; numbered after the
+    /// earlier attempts'. Throws the failure otherwise.
+    @inline(never)
+    private func outcome(_ plan: AttemptPlan, _ failure: (any Error)?, _ request: InFlightRequest) throws -> RawResponse
+    {
+        var raw: RawResponse
+        switch plan {
+        case .answered(let answer):
+            raw = answer.response
+        case .send(let attempt):
+            raw = try failure.map { try attempt.recover(from: $0) } ?? attempt.absorbed()
+        }
         request.number(&raw)
-        // Returned as it is, not through `process`: that would copy it (twenty retains).
-        guard request.hooks.runsHooks else { return raw }
-        return try await process(raw, request.hooks)
+        return raw
     }
 
     /// The attempt's request: adapted by interceptors and the hooks, with the fields the sink

@@ -169,10 +169,14 @@ struct TaskTracking: Sendable {
     let path: String
 
     /// A registration, or the refusal of a session that takes no new tasks.
+    ///
+    /// The refusal is kept boxed (`any Error`, one pointer): a request's task holds its
+    /// registration across its whole transfer, and a `CourierError` stored inline made the
+    /// frame that holds it 4 KiB, a slab of the task's allocator more per request in flight.
     struct Registration: Sendable {
         let registry: TaskRegistry
         let identifier: Int?
-        let refusal: CourierError?
+        let refusal: (any Error)?
 
         /// The task's work has ended: it leaves the list.
         func end() {
@@ -188,6 +192,9 @@ struct TaskTracking: Sendable {
         }
     }
 
+    /// Not inlined: the typed error and the registry's `Result` would otherwise be
+    /// temporaries of the async function that registers, and so part of its frame.
+    @inline(never)
     func register(_ control: TaskControl) -> Registration {
         do {
             let identifier = try registry.register(kind, method, path, control: control)
