@@ -3,6 +3,7 @@ of the fixture per run, checked in nginx's log, on the loopback interface and on
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -17,6 +18,16 @@ from .settings import Settings, log, log_details
 
 LO_RX = Path("/sys/class/net/lo/statistics/rx_bytes")
 GNU_TIME = "/usr/bin/time"
+
+
+def _write_calls(summary: Path) -> int | None:
+    """The calls of write, pwrite64 and writev in a `strace -c` summary."""
+    total = 0
+    for line in summary.read_text(errors="replace").splitlines():
+        words = line.split()
+        if words and words[-1] in ("write", "pwrite64", "writev") and len(words) >= 5 and words[3].isdigit():
+            total += int(words[3])
+    return total or None
 
 
 def gnu_time_works() -> bool:
@@ -59,6 +70,9 @@ class LargeRows:
         self.records: list[RunRecord] = []
         self.failures: dict[tuple[str, str], str] = {}
         self.gnu_time = gnu_time_works()
+        # download-file: each client's write(2) calls in one more run under `strace -c`.
+        self.write_calls: dict[tuple[str, str], int] = {}
+        self._prefix: list[str] = []  # put before the client's command (the strace run)
 
     def note_gnu_time(self, clients: set[str]) -> None:
         if "curl" in clients and not self.gnu_time:
@@ -89,7 +103,7 @@ class LargeRows:
             "multipart-file": ["-o", "/dev/null", "-F", f"file=@{f.fixture}", f"{f.base_url}/upload/form"],
         }[row]
         rss = out.with_name(out.name + ".rss")
-        argv = with_timeout(s.run_timeout, [self.binaries["curl"], "-sS", "-w",
+        argv = with_timeout(s.run_timeout, [*self._prefix, self.binaries["curl"], "-sS", "-w",
                                             "%{http_code} %{size_download} %{size_upload} %{time_total}\n", *args],
                             s.client_cpus)
         if self.gnu_time:
@@ -115,7 +129,8 @@ class LargeRows:
         err.write_text("")
         if client == "curl":
             return self._run_curl(row, out, err)
-        argv = with_timeout(self.settings.run_timeout, self._client_argv(row, client), self.settings.client_cpus)
+        argv = with_timeout(self.settings.run_timeout, [*self._prefix, *self._client_argv(row, client)],
+                            self.settings.client_cpus)
         return run_measured(argv, stdout=out, stderr=err, env={"EXPECTED_BYTES": str(self.settings.big_bytes)},
                             append_stderr=True)
 
@@ -213,3 +228,27 @@ class LargeRows:
                 if fields:
                     log(f"{label} {client:<8} {fields['seconds']} s (cpu {fields['cpu']} s, "
                         f"peak RSS {int(fields['maxrss_kb']) // 1024} MiB)")
+        if row == "download-file":
+            self._count_writes(row, clients)
+
+    def _count_writes(self, row: str, clients: list[str]) -> None:
+        """One more run of each client under `strace -f -c` (not timed: strace slows every system
+        call): how many write(2) calls put the file on disk. Few large writes are what a
+        download should make; a sink that writes each small chunk of the body on its own shows
+        here long before it shows in the seconds."""
+        strace = shutil.which("strace")
+        if strace is None:
+            log(f"{row}: strace not found (apt-get install strace): write calls not counted")
+            return
+        counts = self.work / "big.strace"
+        for client in clients:
+            counts.unlink(missing_ok=True)
+            self._prefix = [strace, "-f", "-qq", "-c", "-e", "trace=write,pwrite64,writev", "-o", str(counts)]
+            try:
+                fields = self.run_once(row, client, f"{row} write count")
+            finally:
+                self._prefix = []
+            calls = _write_calls(counts) if fields and counts.exists() else None
+            if calls:
+                self.write_calls[(row, client)] = calls
+                log(f"{row} write count {client:<8} {calls} write calls, {self.settings.big_bytes / calls / 1024:.1f} KiB each")

@@ -176,7 +176,7 @@ class Bench:
         facts = Facts(self.nginx.version, s.server_cpus, s.client_cpus)
         tables = [request_table(row, clients[row.name], small.records, s, facts, bundle, wide) for row in request_rows]
         if large:
-            tables += [large_table(row, clients[row], large.records, large.failures, s, facts) for row in large_rows]
+            tables += [large_table(row, clients[row], large.records, large.failures, s, facts, large.write_calls) for row in large_rows]
         if sse:
             tables.append(sse_table(sse_clients, sse.records, s, facts, sse_size))
         if ws:

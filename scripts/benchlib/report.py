@@ -251,7 +251,7 @@ def _large_text(row: str, s: Settings) -> tuple[str, str]:
 
 
 def large_table(row: str, clients: list[str], records: list[RunRecord], failures: dict[tuple[str, str], str],
-                s: Settings, facts: Facts) -> str:
+                s: Settings, facts: Facts, write_calls: dict[tuple[str, str], int] | None = None) -> str:
     """The table of one large row, with its notes."""
     title, what = _large_text(row, s)
     reference = ROWS[row].reference
@@ -284,6 +284,11 @@ def large_table(row: str, clients: list[str], records: list[RunRecord], failures
     server = [r.number("srv_seconds") for name in clients for r in ok.get(name, []) if "srv_seconds" in (r.fields or {})]
     if server:
         lines.append(f"nginx's own request time: median {statistics.median(server):.3f} s over all clients' runs.")
+    writes = [(name, write_calls[(row, name)]) for name in clients if (row, name) in (write_calls or {})]
+    if writes:
+        lines.append("Bytes per write(2) call, from one more run of each client under `strace -f -c` (not timed): "
+                     + ", ".join(f"{name} {s.big_bytes / calls / 1024:.1f} KiB ({calls:,} calls)"
+                                 for name, calls in writes) + ".")
     if failed:
         lines += ["", "Failed runs: " + ", ".join(f"{n} {len(rs)}" for n, rs in failed.items())
                   + " (not in the figures); the first:", ""]
