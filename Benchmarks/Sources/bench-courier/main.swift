@@ -65,6 +65,13 @@ struct BenchCourier: AsyncParsableCommand {
         help: "Small and websocket modes: the session's engineCount (0: the default, one per processor, at most 8).")
     var engines = 0
 
+    @Flag(
+        help: """
+            Small mode without HTTP: each child task parks a continuation with a thread that resumes \
+            it, as Courier's engine does; the floor of this shape (client "floor").
+            """)
+    var floor = false
+
     func validate() throws {
         guard ["default", "ephemeral"].contains(session) else {
             throw ValidationError("--session must be default or ephemeral")
@@ -90,6 +97,7 @@ struct BenchCourier: AsyncParsableCommand {
     }
 
     func small() async throws {
+        if floor { return try await floorRun() }
         let options = self.options
         guard let url = URL(string: options.url) else { throw BenchFailure("bad URL \(options.url)") }
         let path = url.lastPathComponent
@@ -295,5 +303,54 @@ struct QuickMonitor: EventMonitor {
 struct SleepingMonitor: EventMonitor {
     func handle(_ event: RequestEvent) async {
         try? await Task.sleep(for: .milliseconds(10))
+    }
+}
+
+extension BenchCourier {
+    /// The shape of the small mode with the HTTP taken out: a task group, a child task per
+    /// request, each waiting on a continuation that another thread resumes, the way a request
+    /// waits on Courier's engine. What is left is what any Swift client of this shape pays:
+    /// the task, its start, the continuation, the wakeup and the resume.
+    func floorRun() async throws {
+        let engine = FloorEngine()
+        let result = try await runRequests(total: options.total, concurrency: options.concurrency) { _ in
+            await withCheckedContinuation { engine.submit($0) }
+        }
+        printResult(client: "floor", seconds: result.seconds, requests: result.requests)
+    }
+}
+
+/// A thread that resumes the continuations handed to it, in batches, as an engine thread
+/// resumes the requests whose transfers ended in one turn of its loop. `@unchecked Sendable`:
+/// `inbox` is guarded by `condition`.
+final class FloorEngine: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var inbox: [CheckedContinuation<Void, Never>] = []
+
+    init() {
+        let thread = Thread { [self] in loop() }
+        thread.name = "floor-engine"
+        thread.start()
+    }
+
+    /// Hands `continuation` to the thread, waking it when its inbox was empty.
+    func submit(_ continuation: CheckedContinuation<Void, Never>) {
+        condition.lock()
+        inbox.append(continuation)
+        let wake = inbox.count == 1
+        condition.unlock()
+        if wake { condition.signal() }
+    }
+
+    private func loop() {
+        var batch: [CheckedContinuation<Void, Never>] = []
+        while true {
+            condition.lock()
+            while inbox.isEmpty { condition.wait() }
+            swap(&batch, &inbox)
+            condition.unlock()
+            for continuation in batch { continuation.resume() }
+            batch.removeAll(keepingCapacity: true)
+        }
     }
 }
