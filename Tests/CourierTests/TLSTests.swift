@@ -399,10 +399,11 @@ import Testing
         }
         #expect(responses.count == 100)
         #expect(responses.allSatisfy { $0.value == "hello\n" && $0.metrics.httpVersion == "2" })
-        // libcurl before 7.88 (7.76.1 and 7.81.0 measured) sometimes opens a second connection
-        // for streams that arrive while the first connection is being set up (about one run in
-        // four); from 7.88 on, one engine keeps to one.
-        let allowed = CurlRuntime.versionNumber >= 0x07_58_00 ? 1 : 2
+        // Streams that arrive while the first connection is still being set up may open a
+        // second one: about one run in four on libcurl 7.76.1 and 7.81.0, rarely on later ones
+        // (once on 8.21.0, in the libcurl matrix at 0a93a6b). Without multiplexing the hundred
+        // would take every connection the host allows (six).
+        let allowed = 2
         #expect(Set(responses.map(\.metrics.localPort)).count <= allowed)
         // nginx saw them on as many connections.
         let lines = try await servers.accessLogLines(containing: marker, count: 100)
