@@ -180,8 +180,9 @@ class Suite:
 
 
 # scripts/test's runs after its build: the parallel suite, the service lifecycle tests on
-# their own, the HTTP cache test suite, the timing tests one at a time. FreshMachineTests is left out: it rebuilds Courier against the
-# system's headers in a namespace and says nothing about the libcurl at run time.
+# their own, the HTTP cache test suite, the timing tests one at a time. FreshMachineTests is
+# left out: it rebuilds Courier against the system's headers in a namespace and says nothing
+# about the libcurl at run time.
 FULL_RUNS = [
     ("main", ["--skip", "TimingTests|FreshMachineTests|CacheConformanceSuiteTests|ServiceLifecycleTests"]),
     ("lifecycle", ["--filter", "ServiceLifecycleTests"]),
