@@ -72,11 +72,11 @@ import Testing
         }
         let group = try EngineGroupTests.group(api)
         let name = "held-\(UUID().uuidString.prefix(8))"
-        // The holder has a minute of its own; the queued call, the session's 3 s.
+        // The holder has time of its own (the fault server lets it go after 60 s at most, so a
+        // run that stalls still ends with the whole body); the queued call, the session's 3 s.
+        let holding = RequestOptions(requestTimeout: .seconds(900), resourceTimeout: .seconds(900))
         let holder = Task {
-            try await api.GET(
-                "ndjson/\(name)", options: RequestOptions(resourceTimeout: .seconds(60)),
-                serializer: DataResponseSerializer())
+            try await api.GET("ndjson/\(name)", options: holding, serializer: DataResponseSerializer())
         }
         while group.admission?.counts.running != 1 { try await Task.sleep(for: .milliseconds(10)) }
         let queued = await capturedError {
