@@ -42,14 +42,14 @@ package final class CookieEngine: @unchecked Sendable {
         self.jar = jar
         self.logger = logger
         self.policy = policy
-        share = curl_share_init()!
+        share = CurlRuntime.handle(curl_share_init)!
         locks.install(on: share)
         courier_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_COOKIE.rawValue))
         // An easy handle has one share: the TLS session cache and DNS cache of the transfers
         // that handle cookies are this one's (see `SessionShares.connections`).
         courier_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_SSL_SESSION.rawValue))
         courier_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_DNS.rawValue))
-        utility = curl_easy_init()!
+        utility = CurlRuntime.handle(curl_easy_init)!
         courier_easy_setopt_share(utility, share)
         courier_easy_setopt_string(utility, CURLOPT_COOKIEFILE, "")
         load()

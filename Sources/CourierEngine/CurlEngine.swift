@@ -245,7 +245,7 @@ package final class CurlEngine: @unchecked Sendable {
     // MARK: - The loop (engine thread)
 
     private func run() {
-        let multi = curl_multi_init()!
+        let multi = CurlRuntime.handle(curl_multi_init)!
         self.multi = multi
         let me = Unmanaged.passUnretained(self).toOpaque()
         courier_multi_setopt_socket_function(multi, engineSocketCallback)

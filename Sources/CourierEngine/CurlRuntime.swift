@@ -13,6 +13,16 @@ package enum CurlRuntime {
         courier_global_init() == CURLE_OK
     }()
 
+    /// `make()` (`curl_easy_init`, `curl_multi_init`, `curl_share_init`) after
+    /// `curl_global_init`: every libcurl handle is made through this. The first handle made in
+    /// a process would otherwise initialize libcurl itself, before Courier could install its
+    /// allocator and tell OpenSSL to keep its state at exit (a session's cookie engine, made
+    /// before its engines, did: one exit in about a hundred crashed in OpenSSL's exit handler).
+    static func handle<Handle>(_ make: () -> Handle) -> Handle {
+        _ = initialized
+        return make()
+    }
+
     /// Whether OpenSSL keeps its global state at exit (see `courier_global_init`): true with
     /// an OpenSSL libcurl, once libcurl is initialized.
     static var keepsOpenSSLAtExit: Bool {
@@ -53,8 +63,7 @@ package enum CurlRuntime {
     /// connection (about 20 ms of CPU for Debian's). The directory adds nothing on systems that
     /// build it from the same certificates as the bundle (Debian's `update-ca-certificates`).
     package static let systemCAFile: String? = {
-        _ = initialized
-        guard let easy = curl_easy_init() else { return nil }
+        guard let easy = handle(curl_easy_init) else { return nil }
         defer { curl_easy_cleanup(easy) }
         guard let value = courier_builtin_ca_file(easy) else { return nil }
         let path = String(cString: value)

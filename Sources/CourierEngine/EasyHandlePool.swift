@@ -35,7 +35,7 @@ struct EasyHandlePool {
             Self.reset(handle)
             return handle
         }
-        return curl_easy_init()!
+        return CurlRuntime.handle(curl_easy_init)!
     }
 
     /// `curl_easy_reset`, without libcurl 7.88's leak: setting `CURLOPT_COOKIEFILE` queues a

@@ -28,7 +28,7 @@ package final class SessionShares: @unchecked Sendable {
 
     init(engineCount: Int, cookies: CurlEngine.CookieSettings?, maximumBytesPerSecond: Int64?) {
         connectionLocks = ShareLocks()
-        connections = curl_share_init()!
+        connections = CurlRuntime.handle(curl_share_init)!
         connectionLocks.install(on: connections)
         courier_share_setopt_long(connections, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_SSL_SESSION.rawValue))
         courier_share_setopt_long(connections, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_DNS.rawValue))

@@ -239,7 +239,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         }
         phase = .connecting
         setPhaseDeadline(after: parameters.openTimeout)
-        guard let easy = curl_easy_init() else {
+        guard let easy = CurlRuntime.handle(curl_easy_init) else {
             finish(.failure(CourierError.transport(.init(url: url, message: "curl_easy_init failed"))))
             return
         }
@@ -428,7 +428,9 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             fail(CourierError.invalidResponse(.init(url: url, message: "The handshake's answer is not HTTP")))
             return
         }
-        if parser.hasSetCookie, request.options.handlesCookies, let cookies = engine.cookies, let url = request.url {
+        if parser.hasSetCookie, request.options.handlesCookies, let cookies = engine.cookies,
+            let url = request.url
+        {
             cookies.storeSetCookies(parser.values(of: "set-cookie"), from: url)
         }
         let answer = WebSocketHandshake.check(

@@ -30,7 +30,7 @@ final class WebSocketMulti: EngineDeadline {
     init(engine: CurlEngine, slot: Int32) {
         self.engine = engine
         self.slot = slot
-        handle = curl_multi_init()!
+        handle = CurlRuntime.handle(curl_multi_init)!
         let me = Unmanaged.passUnretained(self).toOpaque()
         courier_multi_setopt_socket_function(handle, webSocketMultiSocketCallback)
         courier_multi_setopt_pointer(handle, CURLMOPT_SOCKETDATA, me)

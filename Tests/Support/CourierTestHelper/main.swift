@@ -7,6 +7,10 @@
 //   CourierTestHelper cookies-set HTTPBIN_URL          (default session, storage from XDG_CACHE_HOME)
 //   CourierTestHelper cookies-echo HTTPBIN_URL
 //   CourierTestHelper get URL                           (ephemeral session; prints the body)
+//   CourierTestHelper openssl-at-exit URL STORAGE CA    (a GET on a default session, then
+//                                                         returns from main; prints whether
+//                                                         OpenSSL's state outlived the exit
+//                                                         handlers: OpenSSLAtExit.swift)
 //   CourierTestHelper bootstrapped-trace ECHO_URL        (InstrumentationSystem bootstrapped with
 //                                                         an InMemoryTracer, then a GET of the fault
 //                                                         server's /echo; prints the trace headers
@@ -89,6 +93,11 @@ do {
             serializer: DataResponseSerializer())
         _ = try await api.GET("cookies/set", parameters: ["gone": "1"])
         say("set")
+
+    case "openssl-at-exit":
+        try await getThenReturnFromMain(
+            URL(string: arguments[1])!, storage: URL(fileURLWithPath: arguments[2]),
+            trusting: URL(fileURLWithPath: arguments[3]))
 
     case "cookies-echo":
         let api = HTTPSessionManager(baseURL: URL(string: arguments[1])!, configuration: .default)
