@@ -562,7 +562,7 @@ package final class CurlEngine: @unchecked Sendable {
     }
 
     private func finish(_ transfer: Transfer, easy: UnsafeMutableRawPointer, code: CURLcode) {
-        if let cookies, transfer.head.hasSetCookie, transfer.current.options.handlesCookies,
+        if let cookies, transfer.head.hasSetCookie, transfer.current.sharedOptions.value.handlesCookies,
             let url = transfer.current.url
         {
             cookies.responseSetCookies(transfer.head.values(of: "set-cookie"), from: url)

@@ -24,7 +24,7 @@ struct EasyHandlePool {
             return last.handle
         }
         transfer.handleIsClean = false
-        let wantsCookies = transfer.current.options.handlesCookies
+        let wantsCookies = transfer.current.sharedOptions.value.handlesCookies
         if let index = dirty.lastIndex(where: { wantsCookies || !$0.sharesCookies }) {
             let handle = dirty.remove(at: index).handle
             Self.reset(handle)
@@ -59,7 +59,7 @@ struct EasyHandlePool {
         {
             clean.append((handle, transfer.current.sharedOptions))
         } else {
-            dirty.append((handle, transfer.current.options.handlesCookies))
+            dirty.append((handle, transfer.current.sharedOptions.value.handlesCookies))
         }
     }
 

@@ -57,7 +57,7 @@ extension Transfer {
         case .complete:
             guard !head.isInterim else { return line.count }
         }
-        if head.hasSetCookie, current.options.handlesCookies { engine.cookies?.responseMaySetCookies() }
+        if head.hasSetCookie, current.sharedOptions.value.handlesCookies { engine.cookies?.responseMaySetCookies() }
         current.observer?.transferReceivedHead(head, for: current.head)
         awaitingAuthRetry = false
         if head.statusCode == 401 || head.statusCode == 407, hasCredential(forStatus: head.statusCode), let easy {
@@ -128,7 +128,7 @@ extension Transfer {
         if head.hasTransferCoding, !CurlRuntime.decodesTransferCodings || passesTransferCodingsThrough {
             codings = transferCodings
         }
-        if head.hasContentEncoding, current.options.acceptsCompressedResponses {
+        if head.hasContentEncoding, current.sharedOptions.value.acceptsCompressedResponses {
             // Content codings are applied before transfer codings, and undone after them.
             codings = FieldList.lowercasedItems(head.values(of: "content-encoding")) + codings
         }

@@ -12,7 +12,7 @@ extension Transfer {
     /// gets only the per-request ones; any other handle is fresh or reset and gets all.
     func configure(_ easy: UnsafeMutableRawPointer) throws(CourierError) {
         EngineThread.check(engine, "Transfer.configure")
-        if !handleIsClean { Self.configureCommonOptions(easy, current.options, engine: engine) }
+        if !handleIsClean { Self.configureCommonOptions(easy, current.sharedOptions.value, engine: engine) }
         if passesTransferCodingsThrough {
             // Chunked framing aside, the body as it came (see Transfer.unknownTransferCoding).
             courier_easy_setopt_long(easy, CURLOPT_HTTP_TRANSFER_DECODING, 0)
@@ -163,8 +163,8 @@ extension Transfer {
 
     /// The pins for this hop's host (per hop: a reused handle and a redirect may change hosts).
     static func configurePins(_ easy: UnsafeMutableRawPointer, _ request: TransferRequest) {
-        guard !request.options.pins.isEmpty else { return }
-        if let host = HostName.of(request.url), let pins = request.options.pins[host] {
+        guard !request.sharedOptions.value.pins.isEmpty else { return }
+        if let host = HostName.of(request.url), let pins = request.sharedOptions.value.pins[host] {
             courier_easy_setopt_string(easy, CURLOPT_PINNEDPUBLICKEY, pins.joined(separator: ";"))
         } else {
             courier_easy_setopt_pointer(easy, CURLOPT_PINNEDPUBLICKEY, nil)

@@ -136,7 +136,7 @@ final class Transfer: @unchecked Sendable {
         request: TransferRequest, engine: CurlEngine, reporters: TransferReporters? = nil,
         sharedHeaders: HeaderList? = nil, sink: ResponseSink? = nil, maximumBytesPerSecond: Int64? = nil
     ) {
-        self.sink = sink ?? MemorySink(limit: request.options.maximumResponseSize)
+        self.sink = sink ?? MemorySink(limit: request.sharedOptions.value.maximumResponseSize)
         self.bandwidth = maximumBytesPerSecond.map(BandwidthBucket.init(bytesPerSecond:))
         self.current = request
         self.requestURL = request.urlString
@@ -322,11 +322,11 @@ struct HopSettings {
     var mayMultiplex: Bool
 
     init(_ request: TransferRequest) {
-        followRedirects = request.options.followRedirects
+        followRedirects = request.sharedOptions.value.followRedirects
         isPlain = request.isPlain
         isHead = request.head.method == .head
         uploadLength = request.body?.length
-        switch request.options.httpVersion {
+        switch request.sharedOptions.value.httpVersion {
         case .http1_1: mayMultiplex = false
         case .http2OverTLS: mayMultiplex = request.urlString.hasPrefix("https:")
         case .http2, .http2PriorKnowledge: mayMultiplex = true
@@ -386,7 +386,7 @@ struct PreparedHop: Sendable {
             sharedHeaders
             ?? HeaderList(
                 request.head.headerFields, hasBody: request.body != nil,
-                acceptsCompressedResponses: request.options.acceptsCompressedResponses)
+                acceptsCompressedResponses: request.sharedOptions.value.acceptsCompressedResponses)
     }
 }
 

@@ -40,7 +40,7 @@ enum TransferOutcome {
                 code, detail: detail, context: context, stage: stage(of: transfer, easy))
             let metrics = failureMetrics(transfer, easy, error: error)
             error = error.withContext { context in
-                if code == CURLE_COULDNT_CONNECT, let path = request.options.unixSocketPath {
+                if code == CURLE_COULDNT_CONNECT, let path = request.sharedOptions.value.unixSocketPath {
                     // libcurl names the URL's host and port, which a socket request never reaches.
                     context.message = unixSocketMessage(path)
                 }
@@ -153,7 +153,7 @@ enum TransferOutcome {
         let head = transfer.head
         guard head.isComplete else {
             if requestWasSent(easy) { return .readingHead(sawContentLength: head.contentLength != nil) }
-            return transfer.current.options.clientIdentity != nil ? .loadingClientIdentity : .other
+            return transfer.current.sharedOptions.value.clientIdentity != nil ? .loadingClientIdentity : .other
         }
         guard FieldList.lowercasedItems(head.values(of: "transfer-encoding")).last == "chunked" else { return .other }
         var systemError = 0

@@ -244,7 +244,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             return
         }
         self.easy = easy
-        Transfer.configureCommonOptions(easy, request.options, engine: engine)
+        Transfer.configureCommonOptions(easy, request.sharedOptions.value, engine: engine)
         // Connect (through the proxy's tunnel, with TLS) and stop: the rest is ours.
         courier_easy_setopt_long(easy, CURLOPT_CONNECT_ONLY, 1)
         courier_easy_setopt_long(easy, CURLOPT_HTTPPROXYTUNNEL, 1)
@@ -302,7 +302,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         phase = .handshaking
 
         var sent = request.head
-        if request.options.handlesCookies, sent.headerFields[.cookie] == nil, let cookies = engine.cookies,
+        if request.sharedOptions.value.handlesCookies, sent.headerFields[.cookie] == nil, let cookies = engine.cookies,
             let url = request.url, let header = cookies.requestHeader(for: url)
         {
             sent.headerFields[.cookie] = header
@@ -428,7 +428,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             fail(CourierError.invalidResponse(.init(url: url, message: "The handshake's answer is not HTTP")))
             return
         }
-        if parser.hasSetCookie, request.options.handlesCookies, let cookies = engine.cookies,
+        if parser.hasSetCookie, request.sharedOptions.value.handlesCookies, let cookies = engine.cookies,
             let url = request.url
         {
             cookies.storeSetCookies(parser.values(of: "set-cookie"), from: url)

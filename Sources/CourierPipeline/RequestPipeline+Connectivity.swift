@@ -11,7 +11,7 @@ extension RequestPipeline {
     /// deadline (its resource timeout from the call's start) comes first.
     func waitForConnectivity(after error: any Error, _ state: Attempt) async throws {
         guard let failure = error as? CourierError, let url = state.request.url, let host = url.host,
-            state.request.options.unixSocketPath == nil
+            state.request.sharedOptions.value.unixSocketPath == nil
         else { throw error }
         switch failure {
         case .cannotConnect, .cannotResolveHost: break
@@ -20,7 +20,7 @@ extension RequestPipeline {
         let monitor = ReachabilityMonitor(host: host)
         guard await !monitor.currentStatus().isReachable else { throw error }
         state.call.observers?.waitingForConnectivity(state.request.head)
-        let timeout = state.request.options.totalTimeout ?? state.request.options.idleTimeout
+        let timeout = state.request.sharedOptions.value.totalTimeout ?? state.request.sharedOptions.value.idleTimeout
         // The call's deadline, when it comes first, ends the wait as a timeout.
         let left = timeLeft(state.call)
         let deadlineFirst = left.map { $0 < timeout } ?? false

@@ -340,7 +340,7 @@ package final class RequestPipeline: Sendable {
                 attempt.keep(try await transfer.value(cancelsWithCaller: true))
                 return
             } catch {
-                guard attempt.request.options.waitsForConnectivity else { throw error }
+                guard attempt.request.sharedOptions.value.waitsForConnectivity else { throw error }
                 try await waitForConnectivity(after: error, attempt)
             }
         }

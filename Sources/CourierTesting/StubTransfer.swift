@@ -239,8 +239,8 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
                 sent.headerFields[.proxyAuthorization] = Self.basic(credential)
             }
             let recorded = RecordedRequest(
-                request: sent, url: url, body: body, requestTimeout: current.options.idleTimeout,
-                resourceTimeout: current.options.totalTimeout)
+                request: sent, url: url, body: body, requestTimeout: current.sharedOptions.value.idleTimeout,
+                resourceTimeout: current.sharedOptions.value.totalTimeout)
             var response: StubResponse
             do {
                 response = try await stub.response(for: recorded)
@@ -264,7 +264,7 @@ final class StubTransfer: TransportTransfer, @unchecked Sendable {
             let httpResponse = HTTPResponse(status: response.status, headerFields: fields)
             let head = Self.recordedHead(httpResponse)
             current.observer?.transferReceivedHead(head, for: current.head)
-            if current.options.followRedirects, [301, 302, 303, 307, 308].contains(response.status.code),
+            if current.sharedOptions.value.followRedirects, [301, 302, 303, 307, 308].contains(response.status.code),
                 let location = fields[.location]
             {
                 let target = URL(string: location, relativeTo: url)?.absoluteString ?? location

@@ -165,7 +165,7 @@ public final class StubTransport: Sendable {
         ) -> any TransportTransfer {
             let transfer = StubTransfer(
                 request: request, stub: stub, reporters: reporters,
-                sink: sink ?? MemorySink(limit: request.options.maximumResponseSize))
+                sink: sink ?? MemorySink(limit: request.sharedOptions.value.maximumResponseSize))
             let shutDown = isShutDown.withLock { isShutDown in
                 if !isShutDown { transfers.withLock { $0[ObjectIdentifier(transfer)] = transfer } }
                 return isShutDown

@@ -103,8 +103,8 @@ final class StubWebSocketChannel: WebSocketChannel {
             throw CourierError.invalidURL(.init(message: "'\(request.urlString)' is not a valid URL"))
         }
         let recorded = RecordedRequest(
-            request: request.head, url: httpURL, body: nil, requestTimeout: request.options.idleTimeout,
-            resourceTimeout: request.options.totalTimeout)
+            request: request.head, url: httpURL, body: nil, requestTimeout: request.sharedOptions.value.idleTimeout,
+            resourceTimeout: request.sharedOptions.value.totalTimeout)
         guard let route = stub.webSocketRoute(for: recorded) else {
             throw CourierError.webSocketHandshakeFailed(
                 .init(

@@ -21,11 +21,11 @@ package enum RedirectPolicy {
         after request: TransferRequest, response: HTTPResponse, location: String, redirectCount: Int
     ) throws(CourierError) -> TransferRequest? {
         let code = response.status.code
-        guard redirectCount < request.options.maximumRedirects else {
+        guard redirectCount < request.sharedOptions.value.maximumRedirects else {
             throw .tooManyRedirects(
                 .init(
                     url: request.url, response: response,
-                    message: "Stopped after \(request.options.maximumRedirects) redirects"))
+                    message: "Stopped after \(request.sharedOptions.value.maximumRedirects) redirects"))
         }
         if let hsts = request.hsts { HSTSStore.note(response, of: request.head, in: hsts) }
         guard var target = URL(string: location), let scheme = target.scheme?.lowercased() else {

@@ -22,11 +22,12 @@ package struct TransferRequest: Sendable {
     /// Authenticate with the proxy with this (kept across redirects: the proxy stays the same).
     package var proxyCredential: Credential?
     /// Limits, timeouts and protocol choices, shared by reference (see `SharedTransferOptions`).
+    ///
+    /// Read a field in place, `sharedOptions.value.idleTimeout`: there is no computed
+    /// `options`, because from another module a `_read` accessor is a coroutine whose frame
+    /// (a copy of the 250-byte set) is allocated on the heap at every read, and a getter copies
+    /// the set and retains its references.
     package var sharedOptions: SharedTransferOptions
-    /// Limits, timeouts and protocol choices, read in place (no copy of the whole set).
-    package var options: TransferOptions {
-        _read { yield sharedOptions.value }
-    }
     /// Told about response heads and redirects (when the session has event monitors).
     package var observer: (any TransferObserver)?
     /// Whether a failure ends the progress streams. False when the pipeline may try the
