@@ -154,6 +154,9 @@ package final class CookieEngine: @unchecked Sendable {
         mayHoldCookies.store(true, ordering: .releasing)
     }
 
+    /// False while the jar has never held a cookie: a request then gets no `Cookie` header.
+    var mayHoldAny: Bool { mayHoldCookies.load(ordering: .acquiring) }
+
     /// The `Cookie` header a request to `url` carries (see `Cookie.requestHeader`); nil without
     /// reading the jar while no cookie was ever stored.
     package func requestHeader(for url: URL) -> String? {

@@ -84,8 +84,10 @@ package final class EngineGroup: Transport {
         work(ended.load(ordering: .acquiring) ? nil : shares.cookies)
     }
 
-    package func cookieHeader(for url: URL) -> String? {
-        guard let cookies = shares.cookies, !ended.load(ordering: .acquiring) else { return nil }
+    package func cookieHeader(for urlString: String) -> String? {
+        guard let cookies = shares.cookies, !ended.load(ordering: .acquiring), cookies.mayHoldAny,
+            let url = URL(string: urlString)
+        else { return nil }
         return cookies.requestHeader(for: url)
     }
 

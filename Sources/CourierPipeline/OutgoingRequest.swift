@@ -26,9 +26,7 @@ enum OutgoingRequest {
         /// own, and the credential's stand-in `Authorization` unless it has one.
         func applied(to request: HTTPRequest, urlString: String) -> HTTPRequest {
             var outgoing = request
-            if let cookies, request.headerFields[.cookie] == nil, let url = URL(string: urlString),
-                let header = cookies.cookieHeader(for: url)
-            {
+            if let cookies, request.headerFields[.cookie] == nil, let header = cookies.cookieHeader(for: urlString) {
                 outgoing.headerFields[.cookie] = header
             }
             if let credential, request.headerFields[.authorization] == nil {

@@ -105,8 +105,9 @@ package protocol CookieJarHost: Sendable {
     /// Runs `work` with the jar (nil when the session keeps no cookies, or is shut down) and
     /// returns its result.
     func withCookieJar<Value: Sendable>(_ work: @escaping @Sendable ((any CookieJar)?) -> Value) async -> Value
-    /// The `Cookie` header the host's transfers add to a request to `url` (nil when none, or
-    /// when it keeps no cookies), as the HTTP cache must see the request (`Vary: Cookie`).
-    /// Synchronous, any thread; cheap while the jar has never held a cookie.
-    func cookieHeader(for url: URL) -> String?
+    /// The `Cookie` header the host's transfers add to a request to `urlString` (nil when none,
+    /// or when it keeps no cookies), as the HTTP cache must see the request (`Vary: Cookie`).
+    /// Synchronous, any thread; while the jar has never held a cookie it does not even parse
+    /// the URL.
+    func cookieHeader(for urlString: String) -> String?
 }

@@ -198,7 +198,7 @@ public final class StubTransport: Sendable {
             work(nil)
         }
 
-        func cookieHeader(for url: URL) -> String? { nil }
+        func cookieHeader(for urlString: String) -> String? { nil }
     }
 }
 
