@@ -178,9 +178,10 @@ import Testing
     /// `scripts/check-api` on a package of its own, released as 1.0.0 (the script reads the
     /// repository it sits in, whatever the package): it passes on the tree as released
     /// (compared for real, not skipped as unchanged), fails once a public function is removed,
-    /// naming it, and passes again once CHANGELOG.md's Unreleased section names the removal under
-    /// `### Breaking`. A small package keeps the three comparisons to seconds; on Courier's own
-    /// tree `scripts/test` runs the script against the latest tag.
+    /// naming it (and not a `package` function removed with it: no user can call that), and
+    /// passes again once CHANGELOG.md's Unreleased section names the removal under `### Breaking`.
+    /// A small package keeps the three comparisons to seconds; on Courier's own tree
+    /// `scripts/test` runs the script against the latest tag.
     @Test func checkAPIFailsOnARemovedPublicFunctionUnlessTheChangelogNamesIt() async throws {
         let repository = try Self.folder("check-api")
         let scripts = repository.appendingPathComponent("scripts")
@@ -203,7 +204,9 @@ import Testing
             """
         try manifest.write(to: repository.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
         let file = sources.appendingPathComponent("Greeting.swift")
-        let farewell = "/// Says goodbye.\npublic func farewell() -> String { \"bye\" }\n"
+        let farewell =
+            "/// Says goodbye.\npublic func farewell() -> String { \"bye\" }\n"
+            + "/// The package's own.\npackage func helper() -> String { \"help\" }\n"
         try ("/// Says hello.\npublic func greeting() -> String { \"hello\" }\n" + farewell)
             .write(to: file, atomically: true, encoding: .utf8)
         let changelog = repository.appendingPathComponent("CHANGELOG.md")
@@ -228,6 +231,8 @@ import Testing
         #expect(removed.status == 1, "\(removed.stdout)\n\(removed.stderr)")
         let unnamed = "NOT NAMED: API breakage: func farewell() has been removed"
         #expect(removed.stdout.contains(unnamed), "\(removed.stdout)")
+        let packageOnly = "package, not public (no user can call it): API breakage: func helper() has been removed"
+        #expect(removed.stdout.contains(packageOnly), "\(removed.stdout)")
         #expect(removed.stderr.contains("does not name under '### Breaking': farewell()"), "\(removed.stderr)")
 
         let entries = try String(contentsOf: changelog, encoding: .utf8)
