@@ -154,13 +154,17 @@ package final class CookieEngine: @unchecked Sendable {
         mayHoldCookies.store(true, ordering: .releasing)
     }
 
-    /// False while the jar has never held a cookie: a request then gets no `Cookie` header.
-    var mayHoldAny: Bool { mayHoldCookies.load(ordering: .acquiring) }
-
     /// The `Cookie` header a request to `url` carries (see `Cookie.requestHeader`); nil without
     /// reading the jar while no cookie was ever stored.
     package func requestHeader(for url: URL) -> String? {
         guard mayHoldCookies.load(ordering: .acquiring) else { return nil }
+        return Cookie.requestHeader(for: url, from: all)
+    }
+
+    /// The same for a URL as a transfer holds it, in text: parsed only when the jar may hold a
+    /// cookie (a request path with an empty jar parses nothing).
+    func requestHeader(for urlString: String) -> String? {
+        guard mayHoldCookies.load(ordering: .acquiring), let url = URL(string: urlString) else { return nil }
         return Cookie.requestHeader(for: url, from: all)
     }
 

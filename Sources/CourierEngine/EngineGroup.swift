@@ -85,10 +85,8 @@ package final class EngineGroup: Transport {
     }
 
     package func cookieHeader(for urlString: String) -> String? {
-        guard let cookies = shares.cookies, !ended.load(ordering: .acquiring), cookies.mayHoldAny,
-            let url = URL(string: urlString)
-        else { return nil }
-        return cookies.requestHeader(for: url)
+        guard let cookies = shares.cookies, !ended.load(ordering: .acquiring) else { return nil }
+        return cookies.requestHeader(for: urlString)
     }
 
     package func shutdown() {

@@ -303,7 +303,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
 
         var sent = request.head
         if request.sharedOptions.value.handlesCookies, sent.headerFields[.cookie] == nil, let cookies = engine.cookies,
-            let url = request.url, let header = cookies.requestHeader(for: url)
+            let header = cookies.requestHeader(for: request.urlString)
         {
             sent.headerFields[.cookie] = header
         }
