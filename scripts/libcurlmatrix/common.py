@@ -9,13 +9,28 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, TextIO
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
+# Where say() writes: stdout, or stderr in a mode whose stdout is for a caller to read.
+_progress: TextIO = sys.stdout
+
+
+def progress_to_stderr() -> None:
+    """say() writes to stderr from now on (--build-only prints its results on stdout)."""
+    global _progress
+    _progress = sys.stderr
+
+
+def progress() -> TextIO:
+    """Where say() writes, for a command whose output belongs with it."""
+    return _progress
+
+
 def say(message: str) -> None:
-    print(f"libcurl-matrix: {message}", flush=True)
+    print(f"libcurl-matrix: {message}", file=_progress, flush=True)
 
 
 def duration(seconds: float | None) -> str:
