@@ -30,7 +30,17 @@ struct CourierCommand: AsyncParsableCommand {
               courier --unix-socket /var/run/docker.sock localhost/containers/json
               courier wss://echo.example.com/chat    (lines of standard input go as messages)
             """,
-        version: CourierInfo.version)
+        version: versionText)
+
+    /// `--version`: Courier's, then the libcurl it runs on and that libcurl's features (HTTP3
+    /// among them when it can speak HTTP/3).
+    static var versionText: String {
+        """
+        courier \(CourierInfo.version)
+        \(CourierInfo.libcurlDescription)
+        Features: \(CourierInfo.libcurlFeatures.joined(separator: " "))
+        """
+    }
 
     @Argument(help: "[METHOD] URL [items...]", completion: .none)
     var arguments: [String] = []
@@ -87,6 +97,14 @@ struct CourierCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Ask for HTTP/2 (ALPN over TLS, Upgrade over plain HTTP).")
     var http2 = false
 
+    @Flag(
+        name: .long,
+        help: "Try HTTP/3 first, fall back to TCP (https; needs a libcurl with HTTP3: see --version).")
+    var http3 = false
+
+    @Flag(name: .long, help: "HTTP/3 only, no fallback (https; needs a libcurl with HTTP3: see --version).")
+    var http3Only = false
+
     @Flag(name: [.short, .long], help: "Download the body to a file, with a progress bar.")
     var download = false
 
@@ -134,6 +152,9 @@ struct CourierCommand: AsyncParsableCommand {
 
     func validate() throws {
         if form && json { throw ValidationError("--form and --json exclude each other") }
+        if [http2, http3, http3Only].filter({ $0 }).count > 1 {
+            throw ValidationError("--http2, --http3 and --http3-only exclude each other")
+        }
         if arguments.isEmpty { throw ValidationError("Missing URL") }
         // A day at most: a larger number (or inf, or nan) would not fit in a Duration.
         if !(timeout > 0 && timeout <= 86_400) {
@@ -209,6 +230,8 @@ struct CourierCommand: AsyncParsableCommand {
         configuration.unixSocketPath = unixSocket
         configuration.addressOverrides = resolve.compactMap(Self.addressOverride)
         if http2 { configuration.httpVersion = .http2 }
+        if http3 { configuration.httpVersion = .http3WithFallback }
+        if http3Only { configuration.httpVersion = .http3 }
         if let bearer { configuration.additionalHeaders["Authorization"] = "Bearer \(bearer)" }
         if let proxy { configuration.proxy = Self.proxyURL(proxy) }
         // One command is one request: no budget shared across requests and no deadline stop

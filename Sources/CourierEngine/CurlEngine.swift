@@ -567,6 +567,7 @@ package final class CurlEngine: @unchecked Sendable {
         {
             cookies.responseSetCookies(transfer.head.values(of: "set-cookie"), from: url)
         }
+        if let store = transfer.current.altServices { transfer.noteAlternativeServices(store, easy) }
         if transfer.isFinished {
             detach(transfer)  // cancelled meanwhile; the caller already has its answer
             return

@@ -33,6 +33,33 @@ package enum CurlRuntime {
     /// libcurl's version string, e.g. `7.88.1`.
     package static let version = String(cString: courier_libcurl_version())
 
+    /// What the loaded libcurl says of itself (`curl_version()`): its version and those of the
+    /// libraries it was built with, e.g. `libcurl/7.88.1 OpenSSL/3.0.17 zlib/1.2.13 ...`.
+    package static let description = String(cString: courier_libcurl_description())
+
+    /// Whether the loaded libcurl speaks HTTP/3 (built with a QUIC stack: ngtcp2 and nghttp3,
+    /// quiche or OpenSSL's QUIC).
+    package static let supportsHTTP3 = courier_libcurl_has_http3()
+
+    /// Whether `CURL_HTTP_VERSION_3` may fall back to TCP: HTTP/3 is there, and libcurl is
+    /// 7.88 or newer (before, it meant HTTP/3 only).
+    static let http3FallsBack = supportsHTTP3 && courier_http3_falls_back()
+
+    /// The names of the loaded libcurl's features, as `curl -V` prints them (`HTTP2`, `HTTP3`,
+    /// `brotli`...), from `curl_version_info`'s feature bits (whose meanings never change).
+    package static let featureNames: [String] = {
+        let names: [(Int32, String)] = [
+            (1 << 0, "IPv6"), (1 << 2, "SSL"), (1 << 3, "libz"), (1 << 4, "NTLM"), (1 << 7, "AsynchDNS"),
+            (1 << 8, "SPNEGO"), (1 << 9, "Largefile"), (1 << 10, "IDN"), (1 << 14, "TLS-SRP"),
+            (1 << 16, "HTTP2"), (1 << 17, "GSS-API"), (1 << 18, "Kerberos"), (1 << 19, "UnixSockets"),
+            (1 << 20, "PSL"), (1 << 21, "HTTPS-proxy"), (1 << 22, "MultiSSL"), (1 << 23, "brotli"),
+            (1 << 24, "alt-svc"), (1 << 25, "HTTP3"), (1 << 26, "zstd"), (1 << 28, "HSTS"),
+            (1 << 30, "threadsafe"),
+        ]
+        let features = courier_libcurl_features()
+        return names.filter { features & $0.0 != 0 }.map(\.1).sorted { $0.lowercased() < $1.lowercased() }
+    }()
+
     /// The loaded libcurl's version as `0xXXYYZZ` (`0x075801` for 7.88.1): what the engine
     /// decides version-dependent behaviour by, since a binary built on one version's headers
     /// may run with another's library.

@@ -27,6 +27,7 @@ extension Transfer {
         }
         let request = current
         let me = Unmanaged.passUnretained(self).toOpaque()
+        if request.sharedOptions.value.httpVersion.involvesHTTP3 { try configureHTTP3(easy, request) }
         try check(courier_easy_setopt_string(easy, CURLOPT_URL, prepared.url), easy)
         // Set (or cleared) on every hop: a reused handle still points at its last transfer's.
         parsedURL = engine.parsedURL(for: prepared.url)
@@ -257,12 +258,81 @@ extension TLSVersion {
 }
 
 extension HTTPVersionPreference {
+    /// `CURLOPT_HTTP_VERSION` for the session's handles; `.http3WhenAdvertised` hops set it
+    /// again per origin (`Transfer.configureHTTP3`).
     var curlValue: Int {
         switch self {
         case .http1_1: Int(CURL_HTTP_VERSION_1_1)
-        case .http2OverTLS: Int(CURL_HTTP_VERSION_2TLS)
+        case .http2OverTLS, .http3WhenAdvertised: Int(CURL_HTTP_VERSION_2TLS)
         case .http2: Int(CURL_HTTP_VERSION_2_0)
         case .http2PriorKnowledge: Int(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE)
+        case .http3: courier_http_version_3_only()
+        case .http3WithFallback:
+            CurlRuntime.http3FallsBack ? Int(CURL_HTTP_VERSION_3) : Int(CURL_HTTP_VERSION_2TLS)
+        }
+    }
+
+    /// One of the HTTP/3 choices.
+    var involvesHTTP3: Bool {
+        switch self {
+        case .http3, .http3WithFallback, .http3WhenAdvertised: true
+        case .http1_1, .http2OverTLS, .http2, .http2PriorKnowledge: false
+        }
+    }
+}
+
+extension Transfer {
+    /// The HTTP/3 part of a hop's options: `.http3` refused where it cannot work, before
+    /// anything is sent; `.http3WhenAdvertised` asking for HTTP/3 (with TCP racing it) where
+    /// the origin advertised it and has not fallen back lately. Engine thread.
+    func configureHTTP3(_ easy: UnsafeMutableRawPointer, _ request: TransferRequest) throws(CourierError) {
+        advertisedHTTP3Origin = nil
+        let isHTTPS = request.urlString.hasPrefix("https:")
+        switch request.sharedOptions.value.httpVersion {
+        case .http3:
+            guard CurlRuntime.supportsHTTP3 else {
+                throw .unsupportedFeature(
+                    .init(
+                        url: request.url,
+                        message: "HTTP/3 was asked for, but the libcurl Courier runs on was built without it "
+                            + "(\(CurlRuntime.description))"))
+            }
+            guard isHTTPS else {
+                throw .unsupportedFeature(
+                    .init(url: request.url, message: "HTTP/3 needs an https URL: QUIC always runs over TLS"))
+            }
+        case .http3WhenAdvertised:
+            var wanted = Int(CURL_HTTP_VERSION_2TLS)
+            if isHTTPS, CurlRuntime.http3FallsBack, let store = request.altServices,
+                let authority = request.head.authority, let origin = AltServiceStore.origin(authority: authority),
+                store.prefersHTTP3(origin)
+            {
+                wanted = Int(CURL_HTTP_VERSION_3)
+                advertisedHTTP3Origin = origin
+            }
+            courier_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, wanted)
+        default:
+            break
+        }
+    }
+
+    /// What the hop that just ended tells the session's Alt-Svc store: the `Alt-Svc` its
+    /// response carried, and whether a new connection asked for HTTP/3 got TCP instead.
+    /// Engine thread.
+    func noteAlternativeServices(_ store: AltServiceStore, _ easy: UnsafeMutableRawPointer) {
+        guard current.urlString.hasPrefix("https:"), let authority = current.head.authority,
+            let origin = AltServiceStore.origin(authority: authority)
+        else { return }
+        if head.isComplete {
+            let values = head.values(of: "alt-svc")
+            if !values.isEmpty { store.record(values.joined(separator: ", "), origin: origin) }
+        }
+        if advertisedHTTP3Origin == origin {
+            var connects = 0
+            var version = 0
+            courier_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects)
+            courier_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
+            if connects > 0, version != Int(CURL_HTTP_VERSION_3) { store.noteFallback(origin) }
         }
     }
 }

@@ -114,6 +114,9 @@ final class Transfer: @unchecked Sendable {
     @EngineConfined var callbackFailure: CourierError?
     /// The redirect hops before the current one.
     @EngineConfined var earlierHops: [TransactionMetrics] = []
+    /// The origin (`AltServiceStore.origin`) the current hop asked for HTTP/3 because it
+    /// advertised it (`.http3WhenAdvertised`); nil when the hop did not.
+    @EngineConfined var advertisedHTTP3Origin: String?
     let errorBuffer: UnsafeMutablePointer<CChar>
     /// The request of the first hop.
     let firstRequest: HTTPRequest
@@ -328,7 +331,8 @@ struct HopSettings {
         uploadLength = request.body?.length
         switch request.sharedOptions.value.httpVersion {
         case .http1_1: mayMultiplex = false
-        case .http2OverTLS: mayMultiplex = request.urlString.hasPrefix("https:")
+        case .http2OverTLS, .http3, .http3WithFallback, .http3WhenAdvertised:
+            mayMultiplex = request.urlString.hasPrefix("https:")
         case .http2, .http2PriorKnowledge: mayMultiplex = true
         }
     }

@@ -74,6 +74,7 @@ extension RequestPipeline {
         if let timeout = choices.resourceTimeout { options.totalTimeout = timeout }
         if let path = choices.unixSocketPath { options.unixSocketPath = path }
         if let waits = choices.waitsForConnectivity { options.waitsForConnectivity = waits }
+        if let version = choices.httpVersion { options.httpVersion = version }
         if let redirects = choices.redirects {
             options.followRedirects = redirects.follows
             options.maximumRedirects = redirects.maximum

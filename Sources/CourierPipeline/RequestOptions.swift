@@ -50,6 +50,9 @@ public struct RequestOptions: Sendable {
     /// Whether a request that cannot connect because the system has no route to the host
     /// waits for one (nil: the configuration's `waitsForConnectivity`).
     public var waitsForConnectivity: Bool?
+    /// The HTTP version to ask for (nil: the configuration's `httpVersion`), e.g. `.http3` for
+    /// one call to a server known to speak it.
+    public var httpVersion: HTTPVersionPreference?
 
     /// Creates options; every choice defaults to the session's.
     public init(
@@ -81,7 +84,7 @@ public struct RequestOptions: Sendable {
     /// Whether any option changes the transfer's settings.
     var changesTransfer: Bool {
         handlesCookies != nil || requestTimeout != nil || resourceTimeout != nil || redirects != nil
-            || unixSocketPath != nil || waitsForConnectivity != nil
+            || unixSocketPath != nil || waitsForConnectivity != nil || httpVersion != nil
     }
 }
 

@@ -37,6 +37,8 @@ package final class RequestPipeline: Sendable {
     /// Hosts reached over https only (`Strict-Transport-Security`); nil when the session
     /// does not honour it.
     package let hsts: HSTSStore?
+    /// What origins advertised of HTTP/3 (`Alt-Svc`), for `.http3WhenAdvertised` requests.
+    package let altServices: AltServiceStore
     /// The last request number given out (see `RequestContext.requestID`).
     let lastRequestID = Atomic<UInt64>(0)
     /// Spans and metrics, when a tracer or a metrics factory records them.
@@ -49,11 +51,12 @@ package final class RequestPipeline: Sendable {
     package init(
         transport: any Transport, cache: HTTPCache?, cachePolicy: CachePolicy, credentials: CredentialStore,
         proxies: ProxySettings, transferOptions: TransferOptions, interceptors: [any RequestInterceptor],
-        monitors: [any EventMonitor], hsts: HSTSStore? = nil,
+        monitors: [any EventMonitor], hsts: HSTSStore? = nil, altServices: AltServiceStore = AltServiceStore(file: nil),
         observability: SessionObservability = SessionObservability(tracer: nil, metricsFactory: nil)
     ) {
         self.observability = observability
         self.hsts = hsts
+        self.altServices = altServices
         self.transport = transport
         self.cache = cache
         self.cachePolicy = cachePolicy
@@ -311,6 +314,10 @@ package final class RequestPipeline: Sendable {
         request.redirectHandler = prepared.call.options.redirects?.handler
         request.priority = prepared.call.options.priority
         if transferOptions.verifiesTLS { request.hsts = hsts }
+        // Alt-Svc is believed only from verified https responses, as HSTS is.
+        if callOptions.value.httpVersion == .http3WhenAdvertised, callOptions.value.verifiesTLS {
+            request.altServices = altServices
+        }
         request.observer = call.observers?.transferObserver
         request.credentials = authentication.server
         request.proxyCredential = authentication.proxy

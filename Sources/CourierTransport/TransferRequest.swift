@@ -38,6 +38,9 @@ package struct TransferRequest: Sendable {
     /// redirects to hosts it knows; nil when the session does not honour it (or does not
     /// verify certificates).
     package var hsts: HSTSStore?
+    /// What origins advertised of HTTP/3 (`Alt-Svc`): the engine consults and updates it for
+    /// `.http3WhenAdvertised` hops; nil otherwise.
+    package var altServices: AltServiceStore?
     /// Sees each redirect before it is followed (see `RedirectBehavior.handler`).
     package var redirectHandler: (@Sendable (RedirectHop) -> HTTPRequest?)?
     /// Where the transfer goes in the session's queue, and its HTTP/2 stream weight.
@@ -194,6 +197,25 @@ public enum HTTPVersionPreference: Sendable, Hashable {
     case http2
     /// HTTP/2 without negotiation ("prior knowledge"): the server must speak it.
     case http2PriorKnowledge
+    /// HTTP/3 (over QUIC) only, for https URLs: no fallback to TCP. Fails with
+    /// ``CourierError/unsupportedFeature(_:)`` before anything is sent when the libcurl
+    /// Courier runs on was built without HTTP/3 (``CourierInfo/supportsHTTP3``) or the URL is
+    /// not https.
+    case http3
+    /// HTTP/3 first, for https URLs: QUIC and TCP race ("happy eyeballs"; TCP starts after
+    /// libcurl's `CURLOPT_HAPPY_EYEBALLS_TIMEOUT_MS`, 200 ms by default, or at once when QUIC
+    /// fails) and the first connection made wins. URLSession's `assumesHTTP3Capable`. With a
+    /// libcurl without HTTP/3 (or older than 7.88, whose HTTP/3 could not fall back), the same
+    /// as ``http2OverTLS``.
+    case http3WithFallback
+    /// HTTP/3 where the server has said it speaks it (`Alt-Svc: h3` on an earlier https
+    /// response, RFC 7838), ``http2OverTLS`` elsewhere. What servers advertise is remembered
+    /// per session (on disk for sessions with storage, in memory for ephemeral ones); a new
+    /// connection to an advertising origin is made as ``http3WithFallback`` makes it, and an
+    /// origin whose QUIC attempt fell back to TCP is asked over TCP only for five minutes.
+    /// An open HTTP/2 connection to the origin is still reused: the switch comes with the next
+    /// new connection.
+    case http3WhenAdvertised
 }
 
 /// What a finished transfer produced.

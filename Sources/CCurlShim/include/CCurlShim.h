@@ -213,6 +213,39 @@ static inline bool courier_is_too_large_error(CURLcode code) {
     return (int)code == 100;
 }
 
+// MARK: - HTTP/3
+
+/// What the loaded libcurl says of itself: curl_version(), e.g. "libcurl/8.21.0 GnuTLS/3.7.9
+/// zlib/1.2.13 nghttp2/1.52.0 ngtcp2/1.23.0 nghttp3/1.16.0".
+static inline const char *courier_libcurl_description(void) {
+    return curl_version();
+}
+
+/// The loaded libcurl's feature bits (curl_version_info's `features`, CURL_VERSION_*).
+static inline int courier_libcurl_features(void) {
+    return curl_version_info(CURLVERSION_NOW)->features;
+}
+
+/// Whether the loaded libcurl speaks HTTP/3 (CURL_VERSION_HTTP3: built with a QUIC stack).
+static inline bool courier_libcurl_has_http3(void) {
+    return (courier_libcurl_features() & CURL_VERSION_HTTP3) != 0;
+}
+
+/// Whether CURL_HTTP_VERSION_3 falls back to HTTP/2 or 1.1 over TCP when QUIC fails (7.88.0:
+/// QUIC and TCP "happy eyeballs"; before, it meant HTTP/3 only).
+static inline bool courier_http3_falls_back(void) {
+    return courier_libcurl_at_least(0x075800);
+}
+
+/// CURLOPT_HTTP_VERSION for HTTP/3 with no fallback: CURL_HTTP_VERSION_3ONLY (7.88.0) where
+/// the headers and the library have it, CURL_HTTP_VERSION_3 before (which did not fall back).
+static inline long courier_http_version_3_only(void) {
+#if LIBCURL_VERSION_NUM >= 0x075800
+    if (courier_http3_falls_back()) return CURL_HTTP_VERSION_3ONLY;
+#endif
+    return CURL_HTTP_VERSION_3;
+}
+
 /// A parsed URL for `CURLOPT_CURLU`, with the flags libcurl uses for `CURLOPT_URL`; NULL when
 /// libcurl does not accept the URL (the transfer then sets `CURLOPT_URL` only, and libcurl
 /// reports why).

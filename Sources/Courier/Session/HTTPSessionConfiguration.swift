@@ -82,6 +82,8 @@ public struct HTTPSessionConfiguration: Sendable {
     /// (`setMaximumBytesPerSecond(_:)`).
     public var maximumBytesPerSecond: Int64?
     /// Which HTTP version to ask for. Default: HTTP/2 over TLS when offered, else HTTP/1.1.
+    /// HTTP/3 (`.http3`, `.http3WithFallback`, `.http3WhenAdvertised`) needs a libcurl built
+    /// with it (``CourierInfo/supportsHTTP3``); a request can choose with `RequestOptions`.
     public var httpVersion: HTTPVersionPreference = .http2OverTLS
     /// Whether redirects are followed. Default true.
     public var followsRedirects = true

@@ -173,6 +173,7 @@ open class HTTPSessionManager {
             proxies: proxies, transferOptions: transferOptions, interceptors: configuration.interceptors,
             monitors: monitors,
             hsts: configuration.usesHSTS ? HSTSStore(file: storage?.appendingPathComponent("hsts.json")) : nil,
+            altServices: AltServiceStore(file: storage?.appendingPathComponent("alt-svc.json")),
             observability: SessionObservability(
                 tracer: configuration.tracer, metricsFactory: configuration.metricsFactory))
         do {

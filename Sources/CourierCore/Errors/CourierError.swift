@@ -76,6 +76,10 @@ public enum CourierError: Error, Sendable {
     case webSocketProtocolViolation(Context)
     /// The WebSocket is closed (or failed): nothing more can be sent on it.
     case webSocketClosed(Context)
+    /// The request asks for something the libcurl Courier runs on was built without, or that
+    /// does not apply to its URL (HTTP/3 only, from a libcurl without HTTP/3 or for an http
+    /// URL). Nothing was sent; the message names what is missing.
+    case unsupportedFeature(Context)
 
     /// What Courier knew when the error happened.
     public struct Context: Sendable, CustomStringConvertible {
@@ -136,7 +140,7 @@ public enum CourierError: Error, Sendable {
             .sessionInvalidated(let context), .invalidResponse(let context), .transport(let context),
             .notCached(let context), .authenticationFailed(let context),
             .webSocketHandshakeFailed(let context), .webSocketProtocolViolation(let context),
-            .webSocketClosed(let context):
+            .webSocketClosed(let context), .unsupportedFeature(let context):
             return context
         }
     }
@@ -175,6 +179,7 @@ public enum CourierError: Error, Sendable {
         case .webSocketHandshakeFailed: "webSocketHandshakeFailed"
         case .webSocketProtocolViolation: "webSocketProtocolViolation"
         case .webSocketClosed: "webSocketClosed"
+        case .unsupportedFeature: "unsupportedFeature"
         }
     }
 
@@ -207,6 +212,7 @@ public enum CourierError: Error, Sendable {
         case .webSocketHandshakeFailed: return .webSocketHandshakeFailed(context)
         case .webSocketProtocolViolation: return .webSocketProtocolViolation(context)
         case .webSocketClosed: return .webSocketClosed(context)
+        case .unsupportedFeature: return .unsupportedFeature(context)
         }
     }
 }

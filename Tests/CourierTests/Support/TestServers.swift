@@ -16,6 +16,7 @@ actor TestServers {
     private var fault: Task<URL, any Error>?
     private var nginx: Task<NginxServer, any Error>?
     private var tls: Task<TLSServers, any Error>?
+    private var http3: Task<HTTP3Server, any Error>?
 
     static let repositoryRoot: URL = {
         // .../Tests/CourierTests/Support/TestServers.swift -> repository root
@@ -74,6 +75,12 @@ actor TestServers {
         try await shared.sharedTLS()
     }
 
+    /// hypercorn speaking HTTP/3 over QUIC and HTTP/2 or 1.1 over TLS on one port number
+    /// (`Tests/Support/serve_h3.py`), with a self-signed certificate of its own.
+    static func http3() async throws -> HTTP3Server {
+        try await shared.sharedHTTP3()
+    }
+
     // Each shared server is started by its first caller; later callers await the same task
     // (the actor is reentrant across the await, so the task is stored before it).
 
@@ -115,6 +122,27 @@ actor TestServers {
     private func sharedTLS() async throws -> TLSServers {
         if tls == nil { tls = Task { try await Self.startTLS() } }
         return try await tls!.value
+    }
+
+    private func sharedHTTP3() async throws -> HTTP3Server {
+        if http3 == nil {
+            http3 = Task {
+                let python = Self.virtualEnvironment.appendingPathComponent("bin/python")
+                let (_, fields) = try await Self.launch(
+                    python, Self.supportDirectory.appendingPathComponent("serve_h3.py").path)
+                guard fields.count >= 2, let port = Int(fields[0]) else {
+                    throw TestServerError("serve_h3.py: \(fields)")
+                }
+                let certificate = URL(fileURLWithPath: fields[1])
+                let pin = try String(
+                    contentsOf: certificate.deletingLastPathComponent().appendingPathComponent("pin.txt"),
+                    encoding: .utf8)
+                return HTTP3Server(
+                    port: port, url: URL(string: "https://localhost:\(port)/")!, certificate: certificate,
+                    pin: pin.trimmingCharacters(in: .whitespacesAndNewlines))
+            }
+        }
+        return try await http3!.value
     }
 
     private static func startTLS() async throws -> TLSServers {
@@ -228,6 +256,15 @@ struct NginxServer: Sendable {
     var https: URL
     var certificate: URL
     var root: URL
+}
+
+/// `serve_h3.py`: one port number for QUIC (UDP) and TLS (TCP), the certificate it serves
+/// (its own CA), and that certificate's public-key pin (`sha256//...`).
+struct HTTP3Server: Sendable {
+    var port: Int
+    var url: URL
+    var certificate: URL
+    var pin: String
 }
 
 struct TestServerError: Error, CustomStringConvertible {
