@@ -177,8 +177,9 @@ import Testing
 
     /// `scripts/check-api` on a package of its own, released as 1.0.0 (the script reads the
     /// repository it sits in, whatever the package): it passes on the tree as released
-    /// (compared for real, not skipped as unchanged), fails once a public function is removed,
-    /// naming it (and not a `package` function removed with it: no user can call that), and
+    /// (compared for real, not skipped as unchanged), fails once a public function is removed
+    /// or a closed enum gains a case, naming them (and not a `package` function removed with
+    /// them, no user can call that, nor a new case of an enum documented as growing), and
     /// passes again once CHANGELOG.md's Unreleased section names the removal under `### Breaking`.
     /// A small package keeps the three comparisons to seconds; on Courier's own tree
     /// `scripts/test` runs the script against the latest tag.
@@ -207,7 +208,10 @@ import Testing
         let farewell =
             "/// Says goodbye.\npublic func farewell() -> String { \"bye\" }\n"
             + "/// The package's own.\npackage func helper() -> String { \"help\" }\n"
-        try ("/// Says hello.\npublic func greeting() -> String { \"hello\" }\n" + farewell)
+        let enums =
+            "/// A mood.\n///\n/// Minor releases may add cases.\npublic enum Mood { case happy }\n"
+            + "/// A side.\npublic enum Side { case left, right }\n"
+        try ("/// Says hello.\npublic func greeting() -> String { \"hello\" }\n" + enums + farewell)
             .write(to: file, atomically: true, encoding: .utf8)
         let changelog = repository.appendingPathComponent("CHANGELOG.md")
         try "# Changelog\n\n## [Unreleased]\n\n## [1.0.0] - 2026-11-28\n".write(
@@ -226,18 +230,29 @@ import Testing
         #expect(unchanged.stdout.contains("no breaking change since 1.0.0"), "\(unchanged.stdout)")
 
         let source = try String(contentsOf: file, encoding: .utf8)
-        try source.replacingOccurrences(of: farewell, with: "").write(to: file, atomically: true, encoding: .utf8)
+        // A case added to each enum: the growing one's is minor, the closed one's a break.
+        try source.replacingOccurrences(of: farewell, with: "")
+            .replacingOccurrences(of: "case happy", with: "case happy, sad")
+            .replacingOccurrences(of: "case left, right", with: "case left, right, middle")
+            .write(to: file, atomically: true, encoding: .utf8)
         let removed = try await CLITests.run(script, [], in: repository, environment: environment)
         #expect(removed.status == 1, "\(removed.stdout)\n\(removed.stderr)")
         let unnamed = "NOT NAMED: API breakage: func farewell() has been removed"
         #expect(removed.stdout.contains(unnamed), "\(removed.stdout)")
         let packageOnly = "package, not public (no user can call it): API breakage: func helper() has been removed"
         #expect(removed.stdout.contains(packageOnly), "\(removed.stdout)")
-        #expect(removed.stderr.contains("does not name under '### Breaking': farewell()"), "\(removed.stderr)")
+        #expect(
+            removed.stdout.contains(
+                "a new case of an enum documented as growing (minor): API breakage: enumelement Mood.sad"),
+            "\(removed.stdout)")
+        #expect(removed.stdout.contains("NOT NAMED: API breakage: enumelement Side.middle"), "\(removed.stdout)")
+        #expect(
+            removed.stderr.contains("does not name under '### Breaking': Side.middle, farewell()"),
+            "\(removed.stderr)")
 
         let entries = try String(contentsOf: changelog, encoding: .utf8)
         try entries.replacingOccurrences(
-            of: "## [Unreleased]\n", with: "## [Unreleased]\n\n### Breaking\n\n- `farewell()` is removed.\n\n"
+            of: "## [Unreleased]\n", with: "## [Unreleased]\n\n### Breaking\n\n- `farewell()` is removed.\n- `Side.middle` is new.\n\n"
         ).write(to: changelog, atomically: true, encoding: .utf8)
         let named = try await CLITests.run(script, [], in: repository, environment: environment)
         #expect(named.status == 0, "\(named.stdout)\n\(named.stderr)")
