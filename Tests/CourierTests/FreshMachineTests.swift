@@ -251,9 +251,9 @@ import Testing
             "\(removed.stderr)")
 
         let entries = try String(contentsOf: changelog, encoding: .utf8)
-        try entries.replacingOccurrences(
-            of: "## [Unreleased]\n", with: "## [Unreleased]\n\n### Breaking\n\n- `farewell()` is removed.\n- `Side.middle` is new.\n\n"
-        ).write(to: changelog, atomically: true, encoding: .utf8)
+        let breaking = "### Breaking\n\n- `farewell()` is removed.\n- `Side.middle` is new.\n\n"
+        try entries.replacingOccurrences(of: "## [Unreleased]\n", with: "## [Unreleased]\n\n" + breaking)
+            .write(to: changelog, atomically: true, encoding: .utf8)
         let named = try await CLITests.run(script, [], in: repository, environment: environment)
         #expect(named.status == 0, "\(named.stdout)\n\(named.stderr)")
         #expect(named.stdout.contains("named in CHANGELOG.md: API breakage: func farewell() has been removed"))
