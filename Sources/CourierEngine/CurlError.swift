@@ -12,12 +12,24 @@ extension CourierError {
     /// a reply it cannot read.
     /// What went wrong in TLS, in words that say which check failed, with libcurl's own after
     /// them.
-    static func tlsMessage(_ code: CURLcode, _ text: String, host: String?) -> String {
+    ///
+    /// `verifyResult` is `CURLINFO_SSL_VERIFYRESULT`: which check of the server's certificate
+    /// failed, in the TLS library's own numbers (``CertificateProblem``); libcurl's words
+    /// (OpenSSL's and GnuTLS's differ) are the fallback.
+    static func tlsMessage(_ code: CURLcode, _ text: String, host: String?, verifyResult: Int = 0) -> String {
         let server = host.map { "\($0)'s" } ?? "The server's"
         let lower = text.lowercased()
         let what: String
+        let problem = CertificateProblem(verifyResult: verifyResult, library: CurlRuntime.tlsLibrary)
         if code == CURLE_SSL_PINNEDPUBKEYNOTMATCH {
             what = "\(server) public key matches none of the pins for it"
+        } else if let problem {
+            switch problem {
+            case .expired: what = "\(server) certificate has expired"
+            case .notYetValid: what = "\(server) certificate is not valid yet"
+            case .otherHost: what = "\(server) certificate is for another host name"
+            case .untrusted: what = "\(server) certificate is not signed by a trusted certificate authority"
+            }
         } else if lower.contains("certificate has expired") {
             what = "\(server) certificate has expired"
         } else if lower.contains("certificate is not yet valid") {
@@ -32,7 +44,11 @@ extension CourierError {
             || lower.contains("no protocols available")
         {
             what = "The server and the client have no TLS version in common"
-        } else if code == CURLE_SSL_CERTPROBLEM {
+        } else if code == CURLE_SSL_CERTPROBLEM
+            || (code == CURLE_SSL_CONNECT_ERROR && lower.contains("x.509") && lower.contains("key file"))
+        {
+            // GnuTLS builds: "error reading X.509 potentially-encrypted key file", as a
+            // connection error.
             what = "The client certificate or its key cannot be used (a wrong password, or not PEM or PKCS#12)"
         } else if code == CURLE_SSL_CACERT_BADFILE {
             what = "The CA certificates to trust cannot be read"
@@ -42,8 +58,46 @@ extension CourierError {
         return "\(what): \(text)"
     }
 
+    /// Which check of the server's certificate failed, from libcurl's verification result.
+    enum CertificateProblem {
+        case expired, notYetValid, otherHost, untrusted
+
+        /// nil when `verifyResult` names none of these (or the TLS library is another).
+        init?(verifyResult: Int, library: CurlRuntime.TLSLibrary) {
+            guard verifyResult != 0 else { return nil }
+            switch library {
+            case .openSSL:
+                // X509_V_ERR_*: 9 not yet valid, 10 expired, 62 host name mismatch; 2, 18, 19,
+                // 20 and 21 an issuer that is missing or not trusted.
+                switch verifyResult {
+                case 10: self = .expired
+                case 9: self = .notYetValid
+                case 62: self = .otherHost
+                case 2, 18, 19, 20, 21: self = .untrusted
+                default: return nil
+                }
+            case .gnuTLS:
+                // gnutls_certificate_status_t bits: EXPIRED 1<<10, NOT_ACTIVATED 1<<9,
+                // UNEXPECTED_OWNER 1<<14, SIGNER_NOT_FOUND 1<<6, SIGNER_NOT_CA 1<<7.
+                if verifyResult & (1 << 10) != 0 {
+                    self = .expired
+                } else if verifyResult & (1 << 9) != 0 {
+                    self = .notYetValid
+                } else if verifyResult & (1 << 14) != 0 {
+                    self = .otherHost
+                } else if verifyResult & (1 << 6 | 1 << 7) != 0 {
+                    self = .untrusted
+                } else {
+                    return nil
+                }
+            case .other:
+                return nil
+            }
+        }
+    }
+
     static func fromCurl(
-        _ code: CURLcode, detail: String, context: Context, stage: ResponseStage = .other
+        _ code: CURLcode, detail: String, context: Context, stage: ResponseStage = .other, verifyResult: Int = 0
     ) -> CourierError {
         var context = context
         context.curlCode = Int(code.rawValue)
@@ -107,7 +161,7 @@ extension CourierError {
             CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
             CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED,
             CURLE_SSL_SHUTDOWN_FAILED, CURLE_SSL_CRL_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_USE_SSL_FAILED:
-            context.message = Self.tlsMessage(code, text, host: context.url?.host)
+            context.message = Self.tlsMessage(code, text, host: context.url?.host, verifyResult: verifyResult)
             return .tls(context)
         case _ where courier_is_client_certificate_error(code):
             context.message = Self.tlsMessage(code, text, host: context.url?.host)

@@ -37,6 +37,27 @@ package enum CurlRuntime {
     /// libraries it was built with, e.g. `libcurl/7.88.1 OpenSSL/3.0.17 zlib/1.2.13 ...`.
     package static let description = String(cString: courier_libcurl_description())
 
+    /// The TLS library the loaded libcurl was built with: what its certificate verification
+    /// result (`CURLINFO_SSL_VERIFYRESULT`) means depends on it.
+    enum TLSLibrary {
+        /// OpenSSL (and its forks): the result is an `X509_V_ERR_*` code.
+        case openSSL
+        /// GnuTLS: the result is a set of `gnutls_certificate_status_t` bits.
+        case gnuTLS
+        case other
+    }
+
+    /// The loaded libcurl's TLS library, from `curl_version_info`'s `ssl_version`.
+    static let tlsLibrary: TLSLibrary = {
+        let name = String(cString: courier_libcurl_ssl_version()).lowercased()
+        if name.hasPrefix("openssl") || name.hasPrefix("boringssl") || name.hasPrefix("libressl")
+            || name.hasPrefix("quictls") || name.hasPrefix("awslc")
+        {
+            return .openSSL
+        }
+        return name.hasPrefix("gnutls") ? .gnuTLS : .other
+    }()
+
     /// Whether the loaded libcurl speaks HTTP/3 (built with a QUIC stack: ngtcp2 and nghttp3,
     /// quiche or OpenSSL's QUIC).
     package static let supportsHTTP3 = courier_libcurl_has_http3()

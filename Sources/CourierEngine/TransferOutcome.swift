@@ -36,8 +36,10 @@ enum TransferOutcome {
                 url: request.url, response: transfer.head.isComplete ? transfer.head.response : nil,
                 body: body.isEmpty ? nil : body, message: "")
             let detail = String(cString: transfer.errorBuffer)
+            var verifyResult = 0
+            courier_easy_getinfo_long(easy, CURLINFO_SSL_VERIFYRESULT, &verifyResult)
             var error = CourierError.fromCurl(
-                code, detail: detail, context: context, stage: stage(of: transfer, easy))
+                code, detail: detail, context: context, stage: stage(of: transfer, easy), verifyResult: verifyResult)
             let metrics = failureMetrics(transfer, easy, error: error)
             error = error.withContext { context in
                 if code == CURLE_COULDNT_CONNECT, let path = request.sharedOptions.value.unixSocketPath {

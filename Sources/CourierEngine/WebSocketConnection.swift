@@ -280,10 +280,13 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
     func connected(_ code: CURLcode) {
         guard phase == .connecting, let easy else { return }
         guard code == CURLE_OK else {
+            var verifyResult = 0
+            courier_easy_getinfo_long(easy, CURLINFO_SSL_VERIFYRESULT, &verifyResult)
             finish(
                 .failure(
                     CourierError.fromCurl(
-                        code, detail: String(cString: errorBuffer), context: .init(url: url, message: ""))))
+                        code, detail: String(cString: errorBuffer), context: .init(url: url, message: ""),
+                        verifyResult: verifyResult)))
             return
         }
         var active: curl_socket_t = -1

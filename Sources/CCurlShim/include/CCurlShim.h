@@ -221,6 +221,13 @@ static inline const char *courier_libcurl_description(void) {
     return curl_version();
 }
 
+/// The loaded libcurl's TLS library and its version, e.g. "OpenSSL/3.0.19" or "GnuTLS/3.7.9";
+/// "" without TLS.
+static inline const char *courier_libcurl_ssl_version(void) {
+    const char *text = curl_version_info(CURLVERSION_NOW)->ssl_version;
+    return text ? text : "";
+}
+
 /// The loaded libcurl's feature bits (curl_version_info's `features`, CURL_VERSION_*).
 static inline int courier_libcurl_features(void) {
     return curl_version_info(CURLVERSION_NOW)->features;
