@@ -750,9 +750,18 @@ package final class CurlEngine: @unchecked Sendable {
     }
 
     /// CURLOPT_OPENSOCKETFUNCTION: a connection socket is born.
+    ///
+    /// Only a TCP connection's socket is parked when idle (and retired if it turns readable).
+    /// A QUIC connection's UDP socket is not: an idle QUIC connection hears from its server
+    /// routinely (acknowledgements, new connection IDs, session tickets), which is no sign of
+    /// a closed or misbehaving connection, and libcurl reads it when the connection is next
+    /// used. Retiring it made every pause between requests cost a new QUIC handshake.
     fileprivate func openSocket(_ address: UnsafeMutablePointer<curl_sockaddr>) -> Int32 {
         let socket = courier_open_socket(address)
-        if socket >= 0 { sockets[socket] = SocketTable.Entry(interest: nil, parked: false, isConnection: true) }
+        if socket >= 0 {
+            let isStream = address.pointee.socktype == Int32(SOCK_STREAM.rawValue)
+            sockets[socket] = SocketTable.Entry(interest: nil, parked: false, isConnection: isStream)
+        }
         return socket
     }
 

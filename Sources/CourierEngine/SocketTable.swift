@@ -4,7 +4,8 @@ import CourierTransport
 
 /// What the engine knows of each socket descriptor: whether it is in the epoll set and with
 /// which interest (`CURL_POLL_IN`, `_OUT`, `_INOUT`), whether libcurl has stopped watching it
-/// ("parked"), and whether it is a connection socket that libcurl opened through the engine.
+/// ("parked"), and whether it is a TCP connection's socket that libcurl opened through the
+/// engine (the kind that is parked when idle).
 /// Engine thread only.
 ///
 /// Indexed by the descriptor itself: descriptors are small numbers that the kernel reuses
