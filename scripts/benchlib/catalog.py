@@ -66,10 +66,16 @@ class RowSpec:
     large: bool = False  # one large transfer per run (else: many small GETs)
     sse: bool = False  # one event stream per run (the sse-decode row)
     ws: bool = False  # WebSockets to bench-wsserver (the ws-echo row)
+    h3: bool = False  # over HTTP/3 and HTTP/2 with the HTTP/3 libcurl (the h3 and download-h3 rows)
 
     def product_for(self, client: ClientSpec) -> str:
         """The program `client` runs in this row."""
+        if self.h3 and client.product == "curl":
+            return H3_CURL  # the HTTP/3 build's curl tool, not the system's
         return "stream_get" if self.name == "stream-discard" and client.is_c else client.product
+
+
+H3_CURL = "curl-h3"  # the product name of the HTTP/3 libcurl's curl tool (scripts/benchlib/h3server.py)
 
 
 _ENGINES = ("courier-1e", "courier-2e", "courier-4e")
@@ -97,6 +103,8 @@ ROWS: dict[str, RowSpec] = {
         RowSpec("multipart-file", ("curl", "courier"), "curl", large=True),
         RowSpec("sse-decode", ("courier", "ahc"), "ahc", sse=True),
         RowSpec("ws-echo", ("courier", "wskit", "courier-base") + _ENGINES, "wskit", ws=True),
+        RowSpec("h3", ("curl", "courier"), "curl", h3=True),
+        RowSpec("download-h3", ("curl", "courier"), "curl", h3=True),
     )
 }
 ALL_ROWS = tuple(ROWS)

@@ -13,8 +13,11 @@ import time
 from pathlib import Path
 
 from .build import Builder
-from .catalog import CLIENTS, ROWS, TLS_ROWS, request_row
+from .catalog import CLIENTS, H3_CURL, ROWS, TLS_ROWS, request_row
 from .files import count_certificates, make_bundle, make_certificate, write_fixture, write_small_json
+from .h3 import H3Endpoints, H3Rows, h3_table, skipped_table
+from .h3server import H3Server, H3Tools, H3Unavailable
+from .h3server import prepare as prepare_h3
 from .large import LargeFiles, LargeRows
 from .report import Facts, WideSetup, large_table, request_table
 from .results import RunRecord
@@ -49,7 +52,7 @@ def available_clients(wanted: dict[str, list[str]], binaries: dict[str, str]) ->
                 log(f"skipping {client} in {row}: no {product} binary")
         if not available[row]:
             log(f"row {row}: no client to run")
-    if not any(available.values()):
+    if not any(available.values()) and any(wanted.values()):
         raise BenchError("no client could be built")
     return available
 
@@ -89,10 +92,13 @@ class Bench:
         self.big_work: Path | None = None
         self.nginx: Nginx | None = None
         self.ws_server: WSServer | None = None
+        self.h3_server: H3Server | None = None
 
     def cleanup(self) -> None:
         if self.ws_server:
             self.ws_server.stop()
+        if self.h3_server:
+            self.h3_server.stop()
         if self.nginx:
             self.nginx.stop()
         if self.big_work:
@@ -105,13 +111,23 @@ class Bench:
     def run(self) -> int:
         s = self.s
         wanted = wanted_clients(s)
+        h3_tools, skipped = self._prepare_h3(wanted)
         products = list(dict.fromkeys(ROWS[row].product_for(CLIENTS[c]) for row in s.rows for c in wanted[row]))
         if wanted.get("ws-echo"):
             products.append("bench-wsserver")  # the row's server
         binaries = Builder(s).build(products)
+        if h3_tools:
+            binaries[H3_CURL] = str(h3_tools.curl)
+            self._check_h3_loading(h3_tools, wanted, binaries)
         clients = available_clients(wanted, binaries)
+        if not any(clients.values()):
+            if not skipped:
+                raise BenchError("no client could be built")
+            self._save(skipped, [], [])  # the HTTP/3 rows alone, skipped: say why
+            return 0
+        h3_rows = [r for r in s.rows if ROWS[r].h3 and clients[r]]
         request_rows = [request_row(r, s) for r in s.rows
-                        if clients[r] and not ROWS[r].large and not ROWS[r].sse and not ROWS[r].ws]
+                        if clients[r] and not ROWS[r].large and not ROWS[r].sse and not ROWS[r].ws and not ROWS[r].h3]
         sse_clients = clients.get("sse-decode", []) if "sse-decode" in s.rows else []
         ws_clients = clients.get("ws-echo", []) if "ws-echo" in s.rows else []
         if ws_clients and "bench-wsserver" not in binaries:
@@ -124,9 +140,9 @@ class Bench:
         docroot.mkdir()
         write_small_json(docroot / "small.json", BODY_BYTES)
         sse_size = write_events(docroot / "events.sse", s.sse_events) if sse_clients else 0
-        fixture = self._write_fixture() if large_rows else None
+        fixture = self._write_fixture() if large_rows or "download-h3" in h3_rows else None
         tls_dir = self.work / "tls"
-        cert, key = (make_certificate(tls_dir) if names & set(TLS_ROWS) or ws_clients
+        cert, key = (make_certificate(tls_dir) if names & set(TLS_ROWS) or ws_clients or h3_rows
                      else (tls_dir / "cert.pem", tls_dir / "key.pem"))
         bundle = None
         if "https-new" in names:
@@ -135,8 +151,9 @@ class Bench:
         wide = self._wide_setup() if names & {"h1-10k", "h2-10k"} else None
 
         servers = Servers(
-            tls=bool(names & {"https", "h2", "https-new"}), close="https-new" in names,
+            tls=bool(names & {"https", "h2", "https-new"}) or bool(h3_rows), close="https-new" in names,
             wide_plain="h1-10k" in names, wide_tls="h2-10k" in names, big=bool(large_rows),
+            big_tls="download-h3" in h3_rows,
             worker_connections=wide.worker_connections if wide else 4096,
             rlimit_nofile=wide.nofile if wide else None, backlog=wide.backlog if wide else 511)
         paths = Paths(work=self.work, docroot=docroot, cert=cert, key=key, fixture=fixture,
@@ -173,6 +190,12 @@ class Bench:
             for row in large_rows:
                 large.run_row(row, clients[row])
 
+        h3 = None
+        if h3_rows and h3_tools:
+            h3, why = self._run_h3(h3_tools, h3_rows, clients, binaries, docroot, cert, key, fixture, ports, big_log)
+            if h3 is None:
+                skipped += [skipped_table(row, why) for row in h3_rows]
+
         facts = Facts(self.nginx.version, s.server_cpus, s.client_cpus)
         tables = [request_table(row, clients[row.name], small.records, s, facts, bundle, wide) for row in request_rows]
         if large:
@@ -181,9 +204,75 @@ class Bench:
             tables.append(sse_table(sse_clients, sse.records, s, facts, sse_size))
         if ws:
             tables += ws_tables(ws_clients, ws.records, s, facts, ws_setup)
+        if h3 and h3_tools:
+            tables += [h3_table(row, clients[row], h3.records, h3.failures, s, facts, h3_tools) for row in h3_rows]
+        tables += skipped
         self._save(tables, small.records,
-                   (large.records if large else []) + (sse.records if sse else []) + (ws.records if ws else []))
+                   (large.records if large else []) + (sse.records if sse else []) + (ws.records if ws else [])
+                   + (h3.records if h3 else []))
         return 0
+
+    # ---- the HTTP/3 rows
+
+    def _prepare_h3(self, wanted: dict[str, list[str]]) -> tuple[H3Tools | None, list[str]]:
+        """The HTTP/3 libcurl and server when an HTTP/3 row is asked for; else (or when they
+        cannot be had) None, the rows' clients taken away, and a table saying why."""
+        rows = [r for r in self.s.rows if ROWS[r].h3 and wanted[r]]
+        if not rows:
+            return None, []
+        try:
+            tools = prepare_h3(self.s.root, self.work)
+        except H3Unavailable as why:
+            log(f"skipping {' and '.join(rows)}: {why}")
+            for row in rows:
+                wanted[row] = []
+            return None, [skipped_table(row, str(why)) for row in rows]
+        log(f"h3: {tools.description} in {tools.prefix}; gtlsserver {tools.server} ({tools.server_built})")
+        return tools, []
+
+    def _check_h3_loading(self, tools: H3Tools, wanted: dict[str, list[str]], binaries: dict[str, str]) -> None:
+        """Every client of the HTTP/3 rows must load the HTTP/3 libcurl (its HTTP/2 runs too):
+        ldd under the rows' LD_LIBRARY_PATH; a client that would not is left out."""
+        for row in (r for r in self.s.rows if ROWS[r].h3):
+            for client in list(wanted[row]):
+                binary = binaries.get(ROWS[row].product_for(CLIENTS[client]))
+                if binary and not tools.loads_it(binary):
+                    log(f"skipping {client} in {row}: {binary} does not load {tools.lib}/libcurl.so.4 (ldd)")
+                    wanted[row].remove(client)
+
+    def _run_h3(self, tools: H3Tools, rows: list[str], clients: dict[str, list[str]], binaries: dict[str, str],
+                docroot: Path, cert: Path, key: Path, fixture: Path | None, ports: dict[str, int],
+                big_log: AccessLog) -> tuple[H3Rows | None, str]:
+        """gtlsserver started on the rows' files (small.json; big.bin, a link to the fixture),
+        the rows run, the server stopped. (None, why) when the server does not start."""
+        s = self.s
+        h3_docroot = self.work / "h3www"
+        h3_docroot.mkdir()
+        shutil.copy(docroot / "small.json", h3_docroot / "small.json")
+        if fixture:
+            (h3_docroot / "big.bin").symlink_to(fixture)
+        self.h3_server = H3Server(tools, h3_docroot, cert, key, self.work, s.server_cpus)
+        try:
+            self.h3_server.start("small.json", BODY_BYTES)
+        except H3Unavailable as why:
+            log(f"skipping {' and '.join(rows)}: {why}")
+            return None, str(why)
+        assert self.nginx is not None
+        log(f"h3: gtlsserver serving {self.h3_server.url('')} over HTTP/3 (UDP) as pid {self.h3_server.pid}; HTTP/2:"
+            f" nginx's https://127.0.0.1:{ports['tls']}/")
+        endpoints = H3Endpoints(
+            h3=self.h3_server, h2_base=f"https://127.0.0.1:{ports['tls']}", cert=cert,
+            tls_log=AccessLog(self.nginx.paths.logs / "tls.log"), big_log=big_log, fixture=fixture,
+            out_dir=self.big_work / "out" if self.big_work else None)
+        h3 = H3Rows(s, binaries, tools, endpoints, self.nginx, self.work)
+        for row in rows:
+            if row == "h3":
+                h3.run_small(clients[row])
+            else:
+                h3.run_download(clients[row])
+        self.h3_server.stop()
+        self.h3_server = None
+        return h3, ""
 
     # ---- setting up
 

@@ -29,6 +29,7 @@ class Servers:
     wide_plain: bool = False  # h1-10k: plain HTTP, logged, a long listen backlog
     wide_tls: bool = False  # h2-10k: the tls server's settings, a long listen backlog
     big: bool = False  # the large rows' locations
+    big_tls: bool = False  # /big.bin on the tls server too (download-h3's HTTP/2 side)
     worker_connections: int = 4096
     rlimit_nofile: int | None = None  # worker_rlimit_nofile
     backlog: int = 511  # the wide servers' listen backlog
@@ -111,7 +112,8 @@ def _big_locations(p: Paths) -> str:
 """
 
 
-def _tls_server(p: Paths, listen: str, extra: str = "", session_cache: str = "ssl_session_cache shared:SSL:10m;") -> str:
+def _tls_server(p: Paths, listen: str, extra: str = "", session_cache: str = "ssl_session_cache shared:SSL:10m;",
+                locations: str = "") -> str:
     return f"""
     server {{
         listen {listen};
@@ -121,9 +123,20 @@ def _tls_server(p: Paths, listen: str, extra: str = "", session_cache: str = "ss
         ssl_protocols TLSv1.2 TLSv1.3;
         {session_cache}{extra}
         access_log {p.logs}/tls.log tls buffer=64k flush=100ms;
-        add_header Cache-Control "no-store" always;
+        add_header Cache-Control "no-store" always;{locations}
     }}
 """
+
+
+def _big_tls_location(p: Paths) -> str:
+    """/big.bin on the tls server (download-h3 over HTTP/2), logged to big.log as the plain
+    server's (sendfile does not apply under TLS)."""
+    return f"""
+        location = /big.bin {{
+            alias {p.fixture};
+            default_type application/octet-stream;
+            access_log {p.logs}/big.log big;
+        }}"""
 
 
 def render_config(s: Servers, p: Paths, ports: dict[str, int]) -> str:
@@ -132,7 +145,8 @@ def render_config(s: Servers, p: Paths, ports: dict[str, int]) -> str:
     $server_protocol, status, $body_bytes_sent, $connection, $ssl_protocol."""
     servers = ""
     if s.tls:
-        servers += _tls_server(p, f"127.0.0.1:{ports['tls']} ssl http2")
+        servers += _tls_server(p, f"127.0.0.1:{ports['tls']} ssl http2",
+                               locations=_big_tls_location(p) if s.big_tls else "")
     if s.close:
         # HTTP/1.1 only, every connection closed after its response, no TLS session resumption
         # (each request a full handshake).

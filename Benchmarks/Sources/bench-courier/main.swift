@@ -26,8 +26,10 @@
 // CAs (configuration.tls.certificateAuthorityFile); --ca-bundle (the https-new
 // row) instead of them (configuration.certificateAuthorityBundle) and --http-version picks
 // the version: 1.1 sets configuration.httpVersion = .http1_1, 2 keeps the
-// default (.http2OverTLS) and the default maximumConnectionsPerHost (6); with
-// it, each response's metrics.httpVersion must be that version.
+// default (.http2OverTLS) and the default maximumConnectionsPerHost (6), 3 sets
+// .http3 (HTTP/3 only: the loaded libcurl must have it, CourierInfo.supportsHTTP3)
+// and keeps that default too; with it, each response's metrics.httpVersion must be
+// that version (small and download-file modes: the h3 and download-h3 rows).
 //
 // The manager's base URL is --url without its last path component(s), and the
 // request path is the rest, so the call reads as an API client would write it:
@@ -49,7 +51,7 @@ struct BenchCourier: AsyncParsableCommand {
 
     @OptionGroup var options: BenchOptions
     @OptionGroup var transfer: TransferOptions
-    @OptionGroup var tls: TLSOptions
+    @OptionGroup var tls: CourierTLSOptions
     @OptionGroup var webSocket: WebSocketBenchOptions
 
     @Option(help: "Session configuration of the small mode: default or ephemeral.")
@@ -78,9 +80,18 @@ struct BenchCourier: AsyncParsableCommand {
         }
         try transfer.validate(supported: BenchMode.allCases)
         if tls.httpVersion != nil || tls.caFile != nil || tls.caBundle != nil {
-            guard transfer.mode == .small || (transfer.mode == .websocket && tls.httpVersion == nil) else {
-                throw ValidationError("--ca-file and --http-version are for --mode small (--ca-file: websocket too)")
+            let allowed =
+                transfer.mode == .small || (transfer.mode == .downloadFile && tls.caBundle == nil)
+                || (transfer.mode == .websocket && tls.httpVersion == nil)
+            guard allowed else {
+                throw ValidationError(
+                    "--ca-file and --http-version are for --mode small and download-file (--ca-file: websocket too)")
             }
+        }
+        if tls.httpVersion == .http3, !CourierInfo.supportsHTTP3 {
+            throw ValidationError(
+                "--http-version 3: the loaded libcurl has no HTTP/3 (\(CourierInfo.libcurlVersion)); run with"
+                    + " LD_LIBRARY_PATH=<an HTTP/3 libcurl's lib>")
         }
         if tls.httpVersion != nil, options.decode {
             throw ValidationError("--http-version checks each response's version: not with --decode")
@@ -137,9 +148,7 @@ struct BenchCourier: AsyncParsableCommand {
             slowMonitor
             ? "courier-slow-monitor" : fastMonitor ? "courier-monitor" : options.decode ? "courier-decode" : "courier"
         if engines > 0 { client += "-\(engines)e" }
-        printResult(
-            client: client, seconds: result.seconds, requests: result.requests,
-            httpVersion: httpVersion)
+        printResult(client: client, seconds: result.seconds, requests: result.requests, httpVersion: httpVersion)
     }
 
     /// One transfer of the large file; the base URL is the server's root.
@@ -159,11 +168,25 @@ struct BenchCourier: AsyncParsableCommand {
         let inputSize = mode == .uploadFile || mode == .multipartFile ? try fileSize(atPath: input.path) : 0
         let bytes = Counter()
 
-        let api = HTTPSessionManager(baseURL: baseURL, configuration: .ephemeral)
+        var configuration: HTTPSessionConfiguration = .ephemeral
+        // download-file over https (the download-h3 row): the bench certificate trusted, and
+        // the version asked for and checked (metrics.httpVersion) as in the small mode.
+        if let caFile = tls.caFile { configuration.tls.certificateAuthorityFile = URL(fileURLWithPath: caFile) }
+        let httpVersion = tls.httpVersion
+        if let httpVersion { configuration.httpVersion = httpVersion.preference }
+        let api = HTTPSessionManager(baseURL: baseURL, configuration: configuration)
         let result = try await runRequests(total: 1, concurrency: 1) { n in
             switch mode {
             case .downloadFile:
-                let file: URL = try await api.downloadTask(path, to: output, options: [.replaceExisting]).value
+                let task = api.downloadTask(path, to: output, options: [.replaceExisting])
+                let file: URL
+                if let httpVersion {
+                    let response = try await task.response
+                    try check(httpVersion: response.metrics.httpVersion, expected: httpVersion, request: n)
+                    file = response.fileURL
+                } else {
+                    file = try await task.value
+                }
                 let size = try fileSize(atPath: file.path)
                 try check(status: 200, bodyCount: size, expected: expected, request: n)
                 _ = bytes.add(size)
@@ -188,7 +211,9 @@ struct BenchCourier: AsyncParsableCommand {
                 throw BenchFailure("unreachable: \(mode.rawValue) is not a large transfer")
             }
         }
-        printResult(client: "courier", seconds: result.seconds, requests: result.requests, bytes: bytes.value)
+        printResult(
+            client: "courier", seconds: result.seconds, requests: result.requests, bytes: bytes.value,
+            httpVersion: httpVersion)
     }
 }
 
@@ -276,21 +301,17 @@ extension BenchCourier {
 @HTTPSessionActor
 func makeManager(
     baseURL: URL, ephemeral: Bool, concurrency: Int, monitors: [any EventMonitor] = [],
-    caFile: String? = nil, caBundle: String? = nil, httpVersion: BenchHTTPVersion? = nil, engines: Int = 0
+    caFile: String? = nil, caBundle: String? = nil, httpVersion: CourierHTTPVersion? = nil, engines: Int = 0
 ) -> HTTPSessionManager {
     var configuration: HTTPSessionConfiguration = ephemeral ? .ephemeral : .default
     if engines > 0 { configuration.engineCount = engines }
-    // HTTP/2 keeps the default connection limit (the row measures default
+    // HTTP/2 and HTTP/3 keep the default connection limit (the rows measure default
     // settings); HTTP/1.1 needs one connection per request in flight.
-    if httpVersion != .http2 { configuration.maximumConnectionsPerHost = concurrency }
+    if httpVersion != .http2, httpVersion != .http3 { configuration.maximumConnectionsPerHost = concurrency }
     configuration.eventMonitors = monitors
     if let caFile { configuration.tls.certificateAuthorityFile = URL(fileURLWithPath: caFile) }
     if let caBundle { configuration.certificateAuthorityBundle = URL(fileURLWithPath: caBundle) }
-    switch httpVersion {
-    case .http1_1: configuration.httpVersion = .http1_1
-    case .http2: configuration.httpVersion = .http2OverTLS  // the default
-    case nil: break
-    }
+    if let httpVersion { configuration.httpVersion = httpVersion.preference }
     return HTTPSessionManager(baseURL: baseURL, configuration: configuration)
 }
 
@@ -353,4 +374,58 @@ final class FloorEngine: @unchecked Sendable {
             batch.removeAll(keepingCapacity: true)
         }
     }
+}
+
+/// bench-courier's `--http-version`: BenchSupport's versions (1.1, 2) and HTTP/3, which only
+/// this client is asked for (the h3 and download-h3 rows of scripts/bench).
+enum CourierHTTPVersion: String, CaseIterable, ExpressibleByArgument, Sendable {
+    /// HTTP/1.1 forced, also over TLS (no ALPN h2).
+    case http1_1 = "1.1"
+    /// HTTP/2 over TLS, negotiated with ALPN (Courier's default).
+    case http2 = "2"
+    /// HTTP/3 only (`.http3`): QUIC, no fallback to TCP.
+    case http3 = "3"
+
+    /// The configuration's `httpVersion` for it.
+    var preference: HTTPVersionPreference {
+        switch self {
+        case .http1_1: .http1_1
+        case .http2: .http2OverTLS  // the default
+        case .http3: .http3
+        }
+    }
+}
+
+/// BenchSupport's `TLSOptions` with `--http-version 3` too.
+struct CourierTLSOptions: ParsableArguments, Sendable {
+    @Option(help: "A PEM file of CA certificates to trust (the bench server's self-signed certificate).")
+    var caFile: String?
+
+    @Option(help: "A PEM bundle of CAs to trust instead of the system's (tls.certificateAuthorityBundle).")
+    var caBundle: String?
+
+    @Option(
+        help: """
+            HTTP version: 1.1 (forced), 2 (over TLS, ALPN) or 3 (HTTP/3 only; needs a libcurl with it); \
+            every response must have it. Default: the plain-HTTP setting, unchecked.
+            """)
+    var httpVersion: CourierHTTPVersion?
+}
+
+/// Checks the HTTP version of one response ("1.1", "2", "3"), when a version was asked for.
+@inline(__always)
+func check(httpVersion: String, expected: CourierHTTPVersion?, request n: Int) throws {
+    guard let expected, httpVersion != expected.rawValue else { return }
+    throw BenchFailure("request \(n): HTTP version '\(httpVersion)', expected \(expected.rawValue)")
+}
+
+/// The RESULT line, with ` http=1.1|2|3` when every response was checked to have that version.
+func printResult(
+    client: String, seconds: Double, requests: Int, bytes: Int? = nil, httpVersion: CourierHTTPVersion?
+) {
+    guard let httpVersion else {
+        return printResult(client: client, seconds: seconds, requests: requests, bytes: bytes)
+    }
+    printResult(
+        client: client, seconds: seconds, requests: requests, bytes: bytes, fields: ["http": httpVersion.rawValue])
 }
