@@ -198,9 +198,8 @@ public enum HTTPVersionPreference: Sendable, Hashable {
     /// HTTP/2 without negotiation ("prior knowledge"): the server must speak it.
     case http2PriorKnowledge
     /// HTTP/3 (over QUIC) only, for https URLs: no fallback to TCP. Fails with
-    /// ``CourierError/unsupportedFeature(_:)`` before anything is sent when the libcurl
-    /// Courier runs on was built without HTTP/3 (``CourierInfo/supportsHTTP3``) or the URL is
-    /// not https.
+    /// `CourierError.unsupportedFeature` before anything is sent when the libcurl Courier runs
+    /// on was built without HTTP/3 (`CourierInfo.supportsHTTP3`) or the URL is not https.
     case http3
     /// HTTP/3 first, for https URLs: QUIC and TCP race ("happy eyeballs"; TCP starts after
     /// libcurl's `CURLOPT_HAPPY_EYEBALLS_TIMEOUT_MS`, 200 ms by default, or at once when QUIC
