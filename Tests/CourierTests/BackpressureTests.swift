@@ -52,14 +52,7 @@ import Testing
         #expect(sent - received < 20 << 20, "sent \(sent), received \(received)")
         #expect(iterator.storage.sink.largestBuffered <= StreamSink.capacity + (256 << 10))
         // Reading on to the end gets every byte, in order (checked at each chunk's edges).
-        var offset = received
-        var matches = true
-        while let chunk = try await iterator.next() {
-            if chunk.first != UInt8(offset % 251) || chunk.last != UInt8((offset + chunk.count - 1) % 251) {
-                matches = false
-            }
-            offset += chunk.count
-        }
+        let (offset, matches) = try await readPatternToEnd(&iterator, from: received)
         #expect(offset == total)
         #expect(matches)
     }

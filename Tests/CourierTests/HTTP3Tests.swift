@@ -216,14 +216,7 @@ import Testing
         try await Task.sleep(for: .milliseconds(300))
         // The stream holds no more than its capacity (and one delivery) while the reader sleeps.
         #expect(iterator.storage.sink.largestBuffered <= StreamSink.capacity + (256 << 10))
-        var offset = received
-        var matches = true
-        while let chunk = try await iterator.next() {
-            if chunk.first != UInt8(offset % 251) || chunk.last != UInt8((offset + chunk.count - 1) % 251) {
-                matches = false
-            }
-            offset += chunk.count
-        }
+        let (offset, matches) = try await readPatternToEnd(&iterator, from: received)
         #expect(offset == total)
         #expect(matches)
     }

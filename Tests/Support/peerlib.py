@@ -29,6 +29,48 @@ def fail(message: str, code: int = 1) -> "None":
     print(f"{os.path.basename(sys.argv[0])}: {message}", file=sys.stderr, flush=True)
     sys.exit(code)
 
+# A self-signed EC P-256 certificate for localhost and 127.0.0.1, valid 30 days, that is its
+# own CA (CA:TRUE), so that it works as the CA bundle a client trusts.
+LOCALHOST_OPENSSL_CONFIG = """\
+[req]
+distinguished_name = dn
+x509_extensions = v3
+prompt = no
+
+[dn]
+CN = localhost
+
+[v3]
+subjectAltName = IP:127.0.0.1, DNS:localhost
+basicConstraints = critical, CA:TRUE
+keyUsage = critical, digitalSignature, keyEncipherment, keyCertSign
+extendedKeyUsage = serverAuth
+subjectKeyIdentifier = hash
+"""
+
+
+def openssl(*args: str) -> bytes:
+    """Runs the openssl tool; its standard output, or fail() with its messages."""
+    try:
+        done = subprocess.run(["openssl", *args], stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    except FileNotFoundError:
+        fail("the openssl command line tool is not installed")
+    except subprocess.TimeoutExpired:
+        fail(f"openssl {args[0]} took more than 60 s")
+    if done.returncode != 0:
+        fail(f"openssl {' '.join(args)} failed:\n{done.stderr.decode(errors='replace')}")
+    return done.stdout
+
+
+def make_localhost_certificate(tmp: str) -> tuple[str, str]:
+    """cert.pem and key.pem in `tmp` (see LOCALHOST_OPENSSL_CONFIG); their paths."""
+    cert, key, conf = (os.path.join(tmp, n) for n in ("cert.pem", "key.pem", "openssl.cnf"))
+    with open(conf, "w") as f:
+        f.write(LOCALHOST_OPENSSL_CONFIG)
+    openssl("req", "-x509", "-config", conf, "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-keyout", key, "-out", cert, "-days", "30", "-sha256")
+    return cert, key
+
 
 def nofile_limit(cap: int) -> int:
     """Open files to ask nginx for (worker_rlimit_nofile): `cap`, but not above

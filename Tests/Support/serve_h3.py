@@ -64,7 +64,6 @@ import os
 import shutil
 import socket
 import ssl
-import subprocess
 import sys
 import tempfile
 import time
@@ -83,22 +82,6 @@ UDP_QUEUE = 1024  # received datagrams waiting for the QUIC loop (hypercorn: 10)
 LAST_MODIFIED = "Mon, 01 Jan 2024 00:00:00 GMT"
 PATTERN = bytes(i % 251 for i in range(CHUNK + 251))
 
-OPENSSL_CONFIG = """\
-[req]
-distinguished_name = dn
-x509_extensions = v3
-prompt = no
-
-[dn]
-CN = localhost
-
-[v3]
-subjectAltName = IP:127.0.0.1, DNS:localhost
-basicConstraints = critical, CA:TRUE
-keyUsage = critical, digitalSignature, keyEncipherment, keyCertSign
-extendedKeyUsage = serverAuth
-subjectKeyIdentifier = hash
-"""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -674,28 +657,10 @@ def serve(tcp_fd: int, udp_fd: int, cert: str, key: str) -> int:
 # The launcher
 # ---------------------------------------------------------------------------------------------
 
-def openssl(*args: str, stdin: bytes | None = None) -> bytes:
-    try:
-        done = subprocess.run(["openssl", *args], input=stdin, capture_output=True, timeout=60,
-                              stdin=None if stdin is not None else subprocess.DEVNULL)
-    except FileNotFoundError:
-        peerlib.fail("the openssl command line tool is not installed")
-    except subprocess.TimeoutExpired:
-        peerlib.fail(f"openssl {args[0]} took more than 60 s")
-    if done.returncode != 0:
-        peerlib.fail(f"openssl {' '.join(args)} failed:\n{done.stderr.decode(errors='replace')}")
-    return done.stdout
-
-
 def make_certificate(tmp: str) -> tuple[str, str]:
     """cert.pem, key.pem and pin.txt (libcurl's sha256//base64 of the SPKI) in `tmp`."""
-    cert, key, conf = (os.path.join(tmp, n) for n in ("cert.pem", "key.pem", "openssl.cnf"))
-    with open(conf, "w") as f:
-        f.write(OPENSSL_CONFIG)
-    openssl("req", "-x509", "-config", conf,
-            "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-keyout", key, "-out", cert, "-days", "30", "-sha256")
-    spki = openssl("pkey", "-in", key, "-pubout", "-outform", "DER")
+    cert, key = peerlib.make_localhost_certificate(tmp)
+    spki = peerlib.openssl("pkey", "-in", key, "-pubout", "-outform", "DER")
     with open(os.path.join(tmp, "pin.txt"), "w") as f:
         f.write("sha256//" + base64.b64encode(hashlib.sha256(spki).digest()).decode() + "\n")
     return cert, key

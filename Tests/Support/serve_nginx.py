@@ -27,7 +27,6 @@ import os
 import shutil
 import socket
 import ssl
-import subprocess
 import sys
 import tempfile
 
@@ -38,40 +37,6 @@ STARTUP_TIMEOUT = 30.0
 ATTEMPTS = 3  # fresh ports each time, in case another process took ours
 STARTED: list[peerlib.ChildGroup] = []
 MIME_TYPES = "/etc/nginx/mime.types"
-
-OPENSSL_CONFIG = """\
-[req]
-distinguished_name = dn
-x509_extensions = v3
-prompt = no
-
-[dn]
-CN = localhost
-
-[v3]
-subjectAltName = IP:127.0.0.1, DNS:localhost
-basicConstraints = critical, CA:TRUE
-keyUsage = critical, digitalSignature, keyEncipherment, keyCertSign
-extendedKeyUsage = serverAuth
-subjectKeyIdentifier = hash
-"""
-
-
-def make_certificate(tmp: str) -> tuple[str, str]:
-    cert, key, conf = (os.path.join(tmp, n) for n in ("cert.pem", "key.pem", "openssl.cnf"))
-    with open(conf, "w") as f:
-        f.write(OPENSSL_CONFIG)
-    cmd = ["openssl", "req", "-x509", "-config", conf,
-           "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-           "-nodes", "-keyout", key, "-out", cert, "-days", "30", "-sha256"]
-    try:
-        done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
-    except FileNotFoundError:
-        peerlib.fail("the openssl command line tool is not installed")
-    if done.returncode != 0:
-        peerlib.fail(f"openssl failed to make a certificate:\n{done.stderr}")
-    return cert, key
-
 
 def write_config(tmp: str, root: str, http_port: int, https_port: int,
                  cert: str, key: str) -> str:
@@ -216,7 +181,7 @@ def main() -> int:
 
     try:
         try:
-            cert, key = make_certificate(tmp)
+            cert, key = peerlib.make_localhost_certificate(tmp)
             child, http_port, https_port = peerlib.start_attempts(
                 "serve_nginx.py", ATTEMPTS, tmp, lambda: start(args.nginx, tmp, root, cert, key))
         except peerlib.Stop:

@@ -130,19 +130,6 @@ authorityKeyIdentifier = keyid, issuer
 """
 
 
-def openssl(*args: str) -> bytes:
-    try:
-        done = subprocess.run(["openssl", *args], stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=60)
-    except FileNotFoundError:
-        peerlib.fail("the openssl command line tool is not installed")
-    except subprocess.TimeoutExpired:
-        peerlib.fail(f"openssl {args[0]} took more than 60 s")
-    if done.returncode != 0:
-        peerlib.fail(f"openssl {' '.join(args)} failed:\n{done.stderr.decode(errors='replace')}")
-    return done.stdout
-
-
 def asn1_time(t: datetime.datetime) -> str:
     return t.strftime("%y%m%d%H%M%SZ")  # UTCTime, what `openssl ca -startdate` takes
 
@@ -166,9 +153,9 @@ class CA:
              start: datetime.datetime, end: datetime.datetime, out: str,
              selfsign: bool = False) -> str:
         csr = out[:-len(".pem")] + ".csr"
-        openssl("req", "-new", "-config", self.config, "-key", key, "-subj", subject, "-out", csr)
+        peerlib.openssl("req", "-new", "-config", self.config, "-key", key, "-subj", subject, "-out", csr)
         issuer = ["-selfsign"] if selfsign else ["-cert", self.cert]
-        openssl("ca", "-batch", "-notext", "-config", self.config, *issuer,
+        peerlib.openssl("ca", "-batch", "-notext", "-config", self.config, *issuer,
                 "-keyfile", self.key if not selfsign else key,
                 "-in", csr, "-out", out, "-extensions", extensions,
                 "-startdate", asn1_time(start), "-enddate", asn1_time(end))
@@ -177,14 +164,14 @@ class CA:
 
 
 def new_key(path: str) -> str:
-    openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path)
+    peerlib.openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path)
     os.chmod(path, 0o600)
     return path
 
 
 def pin(key: str) -> str:
     """libcurl's CURLOPT_PINNEDPUBLICKEY form: sha256// + base64(SHA-256(DER SubjectPublicKeyInfo))."""
-    spki = openssl("pkey", "-in", key, "-pubout", "-outform", "DER")
+    spki = peerlib.openssl("pkey", "-in", key, "-pubout", "-outform", "DER")
     return "sha256//" + base64.b64encode(hashlib.sha256(spki).digest()).decode()
 
 
@@ -223,12 +210,12 @@ def make_pki(tmp: str) -> dict:
     client_key = new_key(p("client.key"))
     client_cert = ca1.sign(client_key, "/CN=courier-client", "ext_client", start, end, p("client.pem"))
     client_key_encrypted = p("client.key.encrypted.pem")
-    openssl("pkey", "-in", client_key, "-aes-256-cbc", "-passout", f"pass:{CLIENT_KEY_PASSWORD}",
+    peerlib.openssl("pkey", "-in", client_key, "-aes-256-cbc", "-passout", f"pass:{CLIENT_KEY_PASSWORD}",
             "-out", client_key_encrypted)
     client_p12 = p("client.p12")
     # OpenSSL 3's defaults, spelled out: PBES2/PBKDF2 with AES-256-CBC, HMAC-SHA256
     # MAC, no RC2 or 3DES, so no legacy provider is needed to read it.
-    openssl("pkcs12", "-export", "-in", client_cert, "-inkey", client_key,
+    peerlib.openssl("pkcs12", "-export", "-in", client_cert, "-inkey", client_key,
             "-certfile", ca1.cert, "-name", "courier-client",
             "-certpbe", "AES-256-CBC", "-keypbe", "AES-256-CBC", "-macalg", "sha256",
             "-passout", f"pass:{P12_PASSWORD}", "-out", client_p12)
@@ -236,7 +223,7 @@ def make_pki(tmp: str) -> dict:
     ca_dir = os.path.join(tmp, "ca1-dir")
     os.makedirs(ca_dir)
     shutil.copy(ca1.cert, os.path.join(ca_dir, "ca1.pem"))
-    openssl("rehash", ca_dir)
+    peerlib.openssl("rehash", ca_dir)
     if not any(n.endswith(".0") for n in os.listdir(ca_dir)):
         peerlib.fail(f"openssl rehash made no hash link in {ca_dir}")
 

@@ -44,6 +44,23 @@ func faultBytes(_ count: Int, from start: Int = 0) -> Data {
     Data((start..<(start + count)).map { UInt8($0 % 251) })
 }
 
+/// Reads `iterator` to its end, checking each chunk's first and last byte against
+/// `faultBytes`'s pattern from `offset` on: the offset reached, and whether every chunk was in
+/// its place.
+func readPatternToEnd<Chunks: AsyncIteratorProtocol>(
+    _ iterator: inout Chunks, from offset: Int
+) async throws -> (offset: Int, matches: Bool) where Chunks.Element == Data {
+    var offset = offset
+    var matches = true
+    while let chunk = try await iterator.next() {
+        if chunk.first != UInt8(offset % 251) || chunk.last != UInt8((offset + chunk.count - 1) % 251) {
+            matches = false
+        }
+        offset += chunk.count
+    }
+    return (offset, matches)
+}
+
 extension ContinuousClock.Instant.Duration {
     var seconds: Double {
         let (seconds, attoseconds) = components
