@@ -50,9 +50,9 @@ package final class CurlEngine: @unchecked Sendable {
         case setRate(Transfer, Int64?)
     }
 
-    /// A transfer's result and the continuations waiting for it.
+    /// A transfer's result (nil once handed over) and the continuations waiting for it.
     typealias Delivery = (
-        result: Result<TransferOutput, any Error>, waiters: [UnsafeContinuation<TransferOutput, any Error>]
+        result: Result<TransferOutput, any Error>?, waiters: [UnsafeContinuation<TransferOutput, any Error>]
     )
 
     private struct Inbox {
@@ -325,7 +325,8 @@ package final class CurlEngine: @unchecked Sendable {
     /// the pool once or twice instead of once per transfer (each a futex call and a context
     /// switch, on both sides). Engine thread.
     func deliver(
-        _ result: Result<TransferOutput, any Error>, to waiters: [UnsafeContinuation<TransferOutput, any Error>]
+        _ result: consuming Result<TransferOutput, any Error>,
+        to waiters: [UnsafeContinuation<TransferOutput, any Error>]
     ) {
         guard !waiters.isEmpty else { return }
         deliveries.append((result, waiters))
@@ -333,8 +334,13 @@ package final class CurlEngine: @unchecked Sendable {
 
     private func resumeWaiters() {
         guard !deliveries.isEmpty else { return }
-        for delivery in deliveries {
-            for waiter in delivery.waiters { waiter.resume(with: delivery.result) }
+        // Each result is taken out of the list and moved into its (usually one) waiter:
+        // iterating would copy it, a dozen references retained and released.
+        for index in deliveries.indices {
+            guard let result = deliveries[index].result.take() else { continue }
+            let waiters = deliveries[index].waiters
+            for waiter in waiters.dropLast() { waiter.resume(with: result) }
+            waiters[waiters.count - 1].resume(with: result)
         }
         deliveries.removeAll(keepingCapacity: true)
     }

@@ -61,12 +61,13 @@ package final class EngineGroup: Transport {
     }
 
     package func makeTransfer(
-        _ request: TransferRequest, reporters: TransferReporters?, sharedHeaders: (any Sendable)?,
+        _ request: consuming TransferRequest, reporters: TransferReporters?, sharedHeaders: (any Sendable)?,
         sink: (any ResponseSink)?, maximumBytesPerSecond: Int64?
     ) -> any TransportTransfer {
-        Transfer(
-            request: request, engine: engine(for: request.urlString), reporters: reporters,
-            sharedHeaders: sharedHeaders as? HeaderList, sink: sink, maximumBytesPerSecond: maximumBytesPerSecond)
+        let engine = engine(for: request.urlString)
+        return Transfer(
+            request: request, engine: engine, reporters: reporters, sharedHeaders: sharedHeaders as? HeaderList,
+            sink: sink, maximumBytesPerSecond: maximumBytesPerSecond)
     }
 
     /// A WebSocket on the engine with the least work: it never shares a connection, so the

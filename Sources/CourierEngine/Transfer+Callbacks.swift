@@ -10,15 +10,20 @@ import HTTPTypes
 // handle) and runs on the engine thread, inside `curl_multi_socket_action` or `curl_easy_pause`.
 
 /// CURLOPT_WRITEFUNCTION: body bytes, already content-decoded by libcurl.
+///
+/// The transfer is borrowed, not retained: the engine keeps it alive while libcurl runs it,
+/// and this runs for every piece of every body (the header callback, for every line).
 let transferWriteCallback: curl_write_callback = { buffer, size, count, userdata in
-    let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
-    return transfer.receiveBody(UnsafeRawBufferPointer(start: buffer, count: size * count))
+    Unmanaged<Transfer>.fromOpaque(userdata!)._withUnsafeGuaranteedRef {
+        $0.receiveBody(UnsafeRawBufferPointer(start: buffer, count: size * count))
+    }
 }
 
 /// CURLOPT_HEADERFUNCTION: one header line at a time, status lines and blank lines included.
 let transferHeaderCallback: curl_write_callback = { buffer, size, count, userdata in
-    let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
-    return transfer.receiveHeaderLine(UnsafeRawBufferPointer(start: buffer, count: size * count))
+    Unmanaged<Transfer>.fromOpaque(userdata!)._withUnsafeGuaranteedRef {
+        $0.receiveHeaderLine(UnsafeRawBufferPointer(start: buffer, count: size * count))
+    }
 }
 
 /// CURLOPT_READFUNCTION: request body bytes, on demand.

@@ -25,9 +25,8 @@ extension Transfer {
             let left = callDeadline > now ? Int((callDeadline - now) / 1_000_000) : 0
             courier_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, min(max(1, left), Int(Int32.max)))
         }
-        let request = current
         let me = Unmanaged.passUnretained(self).toOpaque()
-        if request.sharedOptions.value.httpVersion.involvesHTTP3 { try configureHTTP3(easy, request) }
+        if current.sharedOptions.value.httpVersion.involvesHTTP3 { try configureHTTP3(easy, current) }
         try check(courier_easy_setopt_string(easy, CURLOPT_URL, prepared.url), easy)
         // Set (or cleared) on every hop: a reused handle still points at its last transfer's.
         parsedURL = engine.parsedURL(for: prepared.url)
@@ -41,22 +40,22 @@ extension Transfer {
         // would hold every request to a new host until the first response is over.
         courier_easy_setopt_long(easy, CURLOPT_PIPEWAIT, hop.mayMultiplex ? 1 : 0)
         // The stream weight, set on every hop as PIPEWAIT is (a reused handle keeps the last).
-        if hop.mayMultiplex { courier_easy_setopt_long(easy, CURLOPT_STREAM_WEIGHT, request.priority.streamWeight) }
+        if hop.mayMultiplex { courier_easy_setopt_long(easy, CURLOPT_STREAM_WEIGHT, current.priority.streamWeight) }
         // The response size limit is for bodies held in memory; files and streams have none.
         // The memory sink refuses a declared length over it when the head is complete, and
         // counts decoded bytes after. (Not libcurl's CURLOPT_MAXFILESIZE_LARGE: it would fail
         // a redirect that declares a long body too, before Courier could follow it.)
-        Self.configurePins(easy, request)
-        try configureMethodAndBody(easy, request)
+        Self.configurePins(easy, current.sharedOptions.value.pins, url: current.url)
+        try configureMethodAndBody(easy)
         courier_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, prepared.headers.list)
         // libcurl answers a challenge itself (a 401 or 407, then a second request for Digest
         // and NTLM), or sends Basic at once when asked to.
-        // (`request.url` builds a URL: only when there is a credential to look up.)
-        if !request.credentials.isEmpty, let credential = request.credentials.credential(for: request.url) {
+        // (`current.url` builds a URL: only when there is a credential to look up.)
+        if !current.credentials.isEmpty, let credential = current.credentials.credential(for: current.url) {
             Self.setCredential(
                 credential, easy, user: CURLOPT_USERNAME, password: CURLOPT_PASSWORD, schemes: CURLOPT_HTTPAUTH)
         }
-        if let credential = request.proxyCredential {
+        if let credential = current.proxyCredential {
             Self.setCredential(
                 credential, easy, user: CURLOPT_PROXYUSERNAME, password: CURLOPT_PROXYPASSWORD,
                 schemes: CURLOPT_PROXYAUTH)
@@ -163,23 +162,24 @@ extension Transfer {
     }
 
     /// The pins for this hop's host (per hop: a reused handle and a redirect may change hosts).
-    static func configurePins(_ easy: UnsafeMutableRawPointer, _ request: TransferRequest) {
-        guard !request.sharedOptions.value.pins.isEmpty else { return }
-        if let host = HostName.of(request.url), let pins = request.sharedOptions.value.pins[host] {
+    static func configurePins(
+        _ easy: UnsafeMutableRawPointer, _ pinsByHost: [String: [String]], url: @autoclosure () -> URL?
+    ) {
+        guard !pinsByHost.isEmpty else { return }
+        if let host = HostName.of(url()), let pins = pinsByHost[host] {
             courier_easy_setopt_string(easy, CURLOPT_PINNEDPUBLICKEY, pins.joined(separator: ";"))
         } else {
             courier_easy_setopt_pointer(easy, CURLOPT_PINNEDPUBLICKEY, nil)
         }
     }
 
-    private func configureMethodAndBody(
-        _ easy: UnsafeMutableRawPointer, _ request: TransferRequest
-    ) throws(CourierError) {
-        let method = request.head.method
+    /// The method, and the body if any, of `current` (read in place, not copied).
+    private func configureMethodAndBody(_ easy: UnsafeMutableRawPointer) throws(CourierError) {
+        let method = current.head.method
         let sendsBody = method != .get && method != .head
         // POST, PUT and PATCH always send a body: `Content-Length: 0` rather than none.
         let body =
-            request.body ?? (method == .post || method == .put || method == .patch ? RequestBody(.data(Data())) : nil)
+            current.body ?? (method == .post || method == .put || method == .patch ? RequestBody(.data(Data())) : nil)
         switch method {
         case .get:
             courier_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
@@ -192,7 +192,7 @@ extension Transfer {
             courier_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method.rawValue)
             if body != nil { courier_easy_setopt_long(easy, CURLOPT_POST, 1) }
         }
-        if request.usesLargeBuffers {
+        if current.usesLargeBuffers {
             courier_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 256 << 10)
             courier_easy_setopt_long(easy, CURLOPT_UPLOAD_BUFFERSIZE, 256 << 10)
         }

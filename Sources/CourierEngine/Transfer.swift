@@ -67,9 +67,21 @@ final class Transfer: @unchecked Sendable {
     /// transfer codings passed through (see `TransferOutcome`).
     @EngineConfined var unknownTransferCoding = false
     /// The request of the current hop (redirects change URL, method, body and some headers).
-    @EngineConfined var current: TransferRequest {
-        didSet { hop = HopSettings(current) }
+    /// Read in place: a wrapped property's getter would copy the whole request (a dozen
+    /// references retained and released) for every field a callback reads.
+    var current: TransferRequest {
+        _read {
+            EngineThread.check("a transfer's request")
+            yield currentStorage
+        }
+        set {
+            EngineThread.check("a transfer's request")
+            currentStorage = newValue
+            hop = HopSettings(newValue)
+        }
     }
+    /// `current`'s value (engine thread only, as `current` checks).
+    private var currentStorage: TransferRequest
     /// What the callbacks need of `current`, copied out so the hot path touches no strings.
     @EngineConfined package private(set) var hop: HopSettings
     /// `CURLOPT_URL` and `CURLOPT_HTTPHEADER` of the current hop, built on the caller's thread
@@ -136,12 +148,15 @@ final class Transfer: @unchecked Sendable {
     }
 
     init(
-        request: TransferRequest, engine: CurlEngine, reporters: TransferReporters? = nil,
+        request: consuming TransferRequest, engine: CurlEngine, reporters: TransferReporters? = nil,
         sharedHeaders: HeaderList? = nil, sink: ResponseSink? = nil, maximumBytesPerSecond: Int64? = nil
     ) {
-        self.sink = sink ?? MemorySink(limit: request.sharedOptions.value.maximumResponseSize)
+        if let sink {
+            self.sink = sink
+        } else {
+            self.sink = MemorySink(limit: request.sharedOptions.value.maximumResponseSize)
+        }
         self.bandwidth = maximumBytesPerSecond.map(BandwidthBucket.init(bytesPerSecond:))
-        self.current = request
         self.requestURL = request.urlString
         self.firstRequest = request.head
         self.callDeadline = request.deadline.map { deadline in
@@ -151,6 +166,8 @@ final class Transfer: @unchecked Sendable {
         }
         self.hop = HopSettings(request)
         self.prepared = PreparedHop(request, sharedHeaders: sharedHeaders)
+        // Last: the request moves in rather than being copied.
+        self.currentStorage = request
         self.engine = engine
         self.reporters = reporters
         self.errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
@@ -255,11 +272,13 @@ final class Transfer: @unchecked Sendable {
     }
 
     /// Publishes the result, unless the caller cancelled first. Engine thread.
-    func complete(with result: Result<TransferOutput, any Error>) {
+    func complete(with result: consuming Result<TransferOutput, any Error>) {
         EngineThread.check(engine, "Transfer.complete")
+        // Kept for a waiter that comes later; the waiters of now get `result` itself.
+        let published = Published(copy result)
         let waiters = lifecycle.withLock { state -> [UnsafeContinuation<TransferOutput, any Error>]? in
             guard state.machine.complete() == .deliver else { return nil }
-            state.result = Published(result)
+            state.result = published
             defer { state.waiters = [] }
             return state.waiters
         }
@@ -271,7 +290,7 @@ final class Transfer: @unchecked Sendable {
                 reporters.finish(succeeded: false)
             }
         }
-        engine.deliver(result, to: waiters)
+        engine.deliver(result, to: waiters)  // moved: the last use
     }
 
     /// Resets the per-hop state before (re)adding the easy handle.
@@ -324,7 +343,7 @@ struct HopSettings {
     /// HTTP/2 is possible: https (negotiated with ALPN), or HTTP/2 asked for over http.
     var mayMultiplex: Bool
 
-    init(_ request: TransferRequest) {
+    init(_ request: borrowing TransferRequest) {
         followRedirects = request.sharedOptions.value.followRedirects
         isPlain = request.isPlain
         isHead = request.head.method == .head
@@ -384,13 +403,15 @@ struct PreparedHop: Sendable {
     let url: String
     let headers: HeaderList
 
-    init(_ request: TransferRequest, sharedHeaders: HeaderList? = nil) {
+    init(_ request: borrowing TransferRequest, sharedHeaders: HeaderList? = nil) {
         url = request.urlString
-        headers =
-            sharedHeaders
-            ?? HeaderList(
+        if let sharedHeaders {
+            headers = sharedHeaders
+        } else {
+            headers = HeaderList(
                 request.head.headerFields, hasBody: request.body != nil,
                 acceptsCompressedResponses: request.sharedOptions.value.acceptsCompressedResponses)
+        }
     }
 }
 

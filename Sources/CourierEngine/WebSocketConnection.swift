@@ -259,7 +259,7 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         courier_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 1024)
         courier_easy_setopt_pointer(easy, CURLOPT_PRIVATE, Unmanaged.passUnretained(self).toOpaque())
         courier_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
-        Transfer.configurePins(easy, request)
+        Transfer.configurePins(easy, request.sharedOptions.value.pins, url: request.url)
         if let credential = request.proxyCredential {
             Transfer.setCredential(
                 credential, easy, user: CURLOPT_PROXYUSERNAME, password: CURLOPT_PROXYPASSWORD,

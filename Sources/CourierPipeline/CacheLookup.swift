@@ -185,7 +185,7 @@ struct CacheLookup: Sendable {
     /// temporaries would take room in the frame of the async attempt that calls it, which
     /// lives as long as the request.
     @inline(never)
-    mutating func absorb(_ response: RawResponse, requestTime: Date) -> RawResponse {
+    mutating func absorb(_ response: consuming RawResponse, requestTime: Date) -> RawResponse {
         if let invalidating {
             invalidate(in: invalidating, after: response)
             return response

@@ -80,13 +80,13 @@ final class InFlightRequest {
         }
     }
 
-    /// The attempt's request, adapted: with the fields the sink asked for, announced.
-    func adapted(_ head: HTTPRequest) -> HTTPRequest {
+    /// Keeps the attempt's request, adapted (`sent`): with the fields the sink asked for,
+    /// announced.
+    func adapted(_ head: HTTPRequest) {
         var head = head
         for field in continuation { head.headerFields[field.name] = field.value }
-        adaptedHead = head
         observers?.adapted(head, attempt: number)
-        return head
+        adaptedHead = head
     }
 
     /// What the next transfer must add for the sink to take it (nothing without a sink); nil
@@ -208,11 +208,11 @@ final class Attempt {
         response = raw
     }
 
-    /// The response after the cache has seen it (see `CacheLookup.absorb`); called after a
-    /// `send` that returned.
+    /// The response after the cache has seen it (see `CacheLookup.absorb`); called once, after
+    /// a `send` that returned. The response moves out of the attempt.
     @inline(never)
     func absorbed() -> RawResponse {
-        guard let response else { preconditionFailure("absorbed() before a response") }
+        guard let response = response.take() else { preconditionFailure("absorbed() before a response") }
         return cacheLookup.absorb(response, requestTime: requestTime)
     }
 

@@ -124,8 +124,10 @@ package final class RequestPipeline: Sendable {
     /// manager's `process(_:)`.
     @inline(never)
     private func attempt(_ request: InFlightRequest) async throws -> RawResponse {
-        let adapted = request.isAdapted ? try await adapt(request) : request.prepared.head
-        let plan = try plan(request, adapted: adapted)
+        // The adapted head is kept by the request (`sent`), not in this frame: it would take
+        // room in it for as long as the request lives.
+        if request.isAdapted { try await adapt(request) }
+        let plan = try plan(request, adapted: request.sent)
         var failure: (any Error)?
         if case .send(let attempt) = plan {
             do {
@@ -139,7 +141,16 @@ package final class RequestPipeline: Sendable {
         // caller's, and it is returned as it is, not through `process`, which would copy it
         // (twenty retains).
         guard request.hooks.runsHooks else { return try outcome(plan, failure, request) }
-        return try await process(try outcome(plan, failure, request), request.hooks)
+        return try await processed(plan, failure, request)
+    }
+
+    /// The attempt's outcome through the manager's `process(_:)`; its own frame, so that the
+    /// response handed to `process` takes room only when a manager processes responses.
+    @inline(never)
+    private func processed(
+        _ plan: AttemptPlan, _ failure: (any Error)?, _ request: InFlightRequest
+    ) async throws -> RawResponse {
+        try await process(try outcome(plan, failure, request), request.hooks)
     }
 
     /// The attempt's response: the cache's answer, or what the transfer brought (after the
@@ -159,15 +170,16 @@ package final class RequestPipeline: Sendable {
         return raw
     }
 
-    /// The attempt's request: adapted by interceptors and the hooks, with the fields the sink
-    /// asked for, announced.
+    /// Adapts the attempt's request (interceptors and the hooks, with the fields the sink asked
+    /// for), announces it and keeps it as `request.sent`.
     @inline(never)
-    private func adapt(_ request: InFlightRequest) async throws -> HTTPRequest {
+    private func adapt(_ request: InFlightRequest) async throws {
         let (prepared, hooks, context, chain) = (request.prepared, request.hooks, request.context, request.chain)
         guard request.deadline != nil else {
-            return request.adapted(try await adapt(prepared, hooks: hooks, context: context, chain: chain))
+            request.adapted(try await adapt(prepared, hooks: hooks, context: context, chain: chain))
+            return
         }
-        return request.adapted(
+        request.adapted(
             try await withinDeadline(request, "waiting for its interceptors to adapt it (a token refresh, say)") {
                 try await self.adapt(prepared, hooks: hooks, context: context, chain: chain)
             })
@@ -329,11 +341,13 @@ package final class RequestPipeline: Sendable {
         let sharedHeaders =
             prepared.body == nil && !revalidates && request.head.headerFields == prepared.sessionFields
             ? prepared.sharedHeaders : nil
+        // The clock is read only when the cache will use the time.
+        let requestTime = cacheLookup.usesCache ? Date() : .distantPast
+        // Moved, not copied: each holds a dozen references.
         return .send(
             Attempt(
-                call: call, request: request, cacheLookup: cacheLookup, authentication: authentication,
-                // The clock is read only when the cache will use the time.
-                requestTime: cacheLookup.usesCache ? Date() : .distantPast, sharedHeaders: sharedHeaders,
+                call: call, request: request, cacheLookup: consume cacheLookup,
+                authentication: authentication, requestTime: requestTime, sharedHeaders: sharedHeaders,
                 observation: observation))
     }
 

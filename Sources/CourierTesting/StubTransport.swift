@@ -160,12 +160,11 @@ public final class StubTransport: Sendable {
         }
 
         func makeTransfer(
-            _ request: TransferRequest, reporters: TransferReporters?, sharedHeaders: (any Sendable)?,
+            _ request: consuming TransferRequest, reporters: TransferReporters?, sharedHeaders: (any Sendable)?,
             sink: (any ResponseSink)?, maximumBytesPerSecond: Int64?
         ) -> any TransportTransfer {
-            let transfer = StubTransfer(
-                request: request, stub: stub, reporters: reporters,
-                sink: sink ?? MemorySink(limit: request.sharedOptions.value.maximumResponseSize))
+            let sink = sink ?? MemorySink(limit: request.sharedOptions.value.maximumResponseSize)
+            let transfer = StubTransfer(request: request, stub: stub, reporters: reporters, sink: sink)
             let shutDown = isShutDown.withLock { isShutDown in
                 if !isShutDown { transfers.withLock { $0[ObjectIdentifier(transfer)] = transfer } }
                 return isShutDown

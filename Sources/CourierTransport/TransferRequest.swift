@@ -218,13 +218,18 @@ public enum HTTPVersionPreference: Sendable, Hashable {
 }
 
 /// What a finished transfer produced.
-package struct TransferOutput: Sendable {
+///
+/// A reference, not a struct: the output (the final request, the head, the body, the metrics:
+/// about 600 bytes) travels through the continuation that the engine resumes and the async
+/// frames of every caller up to the pipeline, and each of those frames would otherwise hold
+/// room for it (memory per request in flight, and task-allocator slabs `malloc`ed per request).
+package final class TransferOutput: Sendable {
     /// The request of the final hop (after redirects).
-    var request: HTTPRequest
+    let request: HTTPRequest
     /// The recorded response head; turned into an `HTTPResponse` on the caller's side.
-    package var head: RecordedHead
-    var body: Data
-    var metrics: TransferMetrics
+    package let head: RecordedHead
+    let body: Data
+    let metrics: TransferMetrics
 
     /// The output of a finished transfer.
     package init(request: HTTPRequest, head: RecordedHead, body: Data, metrics: TransferMetrics) {

@@ -19,9 +19,10 @@ package protocol Transport: CookieJarHost, AnyObject {
     func sharedHeaders(for fields: HTTPFields, acceptsCompressedResponses: Bool) -> (any Sendable)?
 
     /// A transfer for `request`, not yet started. `sharedHeaders` came from
-    /// ``sharedHeaders(for:acceptsCompressedResponses:)`` for the request's own fields.
+    /// ``sharedHeaders(for:acceptsCompressedResponses:)`` for the request's own fields. The
+    /// request is consumed: the transfer keeps it without copying its dozen references.
     func makeTransfer(
-        _ request: TransferRequest, reporters: TransferReporters?, sharedHeaders: (any Sendable)?,
+        _ request: consuming TransferRequest, reporters: TransferReporters?, sharedHeaders: (any Sendable)?,
         sink: (any ResponseSink)?, maximumBytesPerSecond: Int64?
     ) -> any TransportTransfer
 
