@@ -14,45 +14,148 @@ import HTTPTypes
 /// let report: JSON = try await api.GET("report", options: .init(requestTimeout: .seconds(120), redirects: .doNotFollow))
 /// ```
 public struct RequestOptions: Sendable {
+    // The choices live in a box shared by copies until one of them changes (copy on write):
+    // every call passes its options down through several async functions, each of whose frames
+    // would otherwise hold room for all of them (about 300 bytes) for as long as the request
+    // lives, and every copy would retain each reference among them. The options of a call
+    // that changes nothing (`RequestOptions()`) share one box.
+    private var storage: Storage
+
+    private final class Storage: @unchecked Sendable {
+        // Changed only through `RequestOptions.unique()`, when no other value shares the box:
+        // the box is never mutated while another thread can see it.
+        var handlesCookies: Bool? = nil
+        var cachePolicy: CachePolicy? = nil
+        var cacheLifetime: Duration? = nil
+        var credential: Credential? = nil
+        var interceptors: [any RequestInterceptor] = []
+        var retryPolicy: RetryPolicy? = nil
+        var requestTimeout: Duration? = nil
+        var resourceTimeout: Duration? = nil
+        var redirects: RedirectBehavior? = nil
+        var unixSocketPath: String? = nil
+        var priority: RequestPriority = .normal
+        var waitsForConnectivity: Bool? = nil
+        var httpVersion: HTTPVersionPreference? = nil
+
+        init() {}
+
+        init(copying other: Storage) {
+            handlesCookies = other.handlesCookies
+            cachePolicy = other.cachePolicy
+            cacheLifetime = other.cacheLifetime
+            credential = other.credential
+            interceptors = other.interceptors
+            retryPolicy = other.retryPolicy
+            requestTimeout = other.requestTimeout
+            resourceTimeout = other.resourceTimeout
+            redirects = other.redirects
+            unixSocketPath = other.unixSocketPath
+            priority = other.priority
+            waitsForConnectivity = other.waitsForConnectivity
+            httpVersion = other.httpVersion
+        }
+
+        /// The box of `RequestOptions()`.
+        static let defaults = Storage()
+    }
+
+    /// The box, made this value's own first if another value shares it.
+    private mutating func unique() -> Storage {
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(copying: storage) }
+        return storage
+    }
+
     /// Send and store cookies for this request (nil: the configuration's `handlesCookies`).
-    public var handlesCookies: Bool?
+    public var handlesCookies: Bool? {
+        get { storage.handlesCookies }
+        set { unique().handlesCookies = newValue }
+    }
+
     /// How to use the HTTP cache for this request (nil: the configuration's policy).
-    public var cachePolicy: CachePolicy?
+    public var cachePolicy: CachePolicy? {
+        get { storage.cachePolicy }
+        set { unique().cachePolicy = newValue }
+    }
+
     /// Keep the response in the cache for this long, whatever its headers say (it must still
     /// be storable: a `GET` answered 200, without `no-store`).
-    public var cacheLifetime: Duration?
+    public var cacheLifetime: Duration? {
+        get { storage.cacheLifetime }
+        set { unique().cacheLifetime = newValue }
+    }
+
     /// Authenticate with this credential (Basic, Digest or NTLM, as the server asks).
-    public var credential: Credential?
+    public var credential: Credential? {
+        get { storage.credential }
+        set { unique().credential = newValue }
+    }
+
     /// Interceptors for this request: they adapt it after the session's interceptors, and are
     /// asked about a retry before them.
-    public var interceptors: [any RequestInterceptor]
+    public var interceptors: [any RequestInterceptor] {
+        get { storage.interceptors }
+        set { unique().interceptors = newValue }
+    }
+
     /// Retry this request with this policy (asked before ``interceptors``); nil: only the
     /// session's interceptors decide.
-    public var retryPolicy: RetryPolicy?
+    public var retryPolicy: RetryPolicy? {
+        get { storage.retryPolicy }
+        set { unique().retryPolicy = newValue }
+    }
+
     /// No bytes received or sent for this long fails the request with `timedOut` (nil: the
     /// configuration's `requestTimeout`).
-    public var requestTimeout: Duration?
+    public var requestTimeout: Duration? {
+        get { storage.requestTimeout }
+        set { unique().requestTimeout = newValue }
+    }
+
     /// The whole call may take at most this long, counted from the call: every wait (a place
     /// in the session's queue, interceptors, a credential, a route, a retry's delay) and every
     /// transfer, redirects and retries included; then it fails with `timedOut` (nil: the
     /// configuration's `resourceTimeout`).
-    public var resourceTimeout: Duration?
+    public var resourceTimeout: Duration? {
+        get { storage.resourceTimeout }
+        set { unique().resourceTimeout = newValue }
+    }
+
     /// Whether and how redirects are followed (nil: the configuration's `followsRedirects`
     /// and `maximumRedirects`).
-    public var redirects: RedirectBehavior?
+    public var redirects: RedirectBehavior? {
+        get { storage.redirects }
+        set { unique().redirects = newValue }
+    }
+
     /// Connect to this Unix-domain socket instead of the URL's host and port (nil: the
     /// configuration's `unixSocketPath`).
-    public var unixSocketPath: String?
+    public var unixSocketPath: String? {
+        get { storage.unixSocketPath }
+        set { unique().unixSocketPath = newValue }
+    }
+
     /// How urgent the request is: its place in the session's queue when
     /// `maximumConcurrentTasks` holds requests back, and its HTTP/2 stream weight. Default
     /// `.normal`.
-    public var priority: RequestPriority
+    public var priority: RequestPriority {
+        get { storage.priority }
+        set { unique().priority = newValue }
+    }
+
     /// Whether a request that cannot connect because the system has no route to the host
     /// waits for one (nil: the configuration's `waitsForConnectivity`).
-    public var waitsForConnectivity: Bool?
+    public var waitsForConnectivity: Bool? {
+        get { storage.waitsForConnectivity }
+        set { unique().waitsForConnectivity = newValue }
+    }
+
     /// The HTTP version to ask for (nil: the configuration's `httpVersion`), e.g. `.http3` for
     /// one call to a server known to speak it.
-    public var httpVersion: HTTPVersionPreference?
+    public var httpVersion: HTTPVersionPreference? {
+        get { storage.httpVersion }
+        set { unique().httpVersion = newValue }
+    }
 
     /// Creates options; every choice defaults to the session's.
     public init(
@@ -61,18 +164,39 @@ public struct RequestOptions: Sendable {
         requestTimeout: Duration? = nil, resourceTimeout: Duration? = nil, redirects: RedirectBehavior? = nil,
         unixSocketPath: String? = nil, priority: RequestPriority = .normal, waitsForConnectivity: Bool? = nil
     ) {
-        self.waitsForConnectivity = waitsForConnectivity
-        self.priority = priority
-        self.unixSocketPath = unixSocketPath
-        self.interceptors = interceptors
-        self.handlesCookies = handlesCookies
-        self.cachePolicy = cachePolicy
-        self.cacheLifetime = cacheLifetime
-        self.credential = credential
-        self.retryPolicy = retryPolicy
-        self.requestTimeout = requestTimeout
-        self.resourceTimeout = resourceTimeout
-        self.redirects = redirects
+        storage = Self.box(
+            handlesCookies: handlesCookies, cachePolicy: cachePolicy, cacheLifetime: cacheLifetime,
+            credential: credential, interceptors: interceptors, retryPolicy: retryPolicy,
+            requestTimeout: requestTimeout, resourceTimeout: resourceTimeout, redirects: redirects,
+            unixSocketPath: unixSocketPath, priority: priority, waitsForConnectivity: waitsForConnectivity)
+    }
+
+    /// The shared box of the defaults when every choice is the default, a new one otherwise.
+    private static func box(
+        handlesCookies: Bool?, cachePolicy: CachePolicy?, cacheLifetime: Duration?, credential: Credential?,
+        interceptors: [any RequestInterceptor], retryPolicy: RetryPolicy?, requestTimeout: Duration?,
+        resourceTimeout: Duration?, redirects: RedirectBehavior?, unixSocketPath: String?, priority: RequestPriority,
+        waitsForConnectivity: Bool?
+    ) -> Storage {
+        let changesNothing =
+            handlesCookies == nil && cachePolicy == nil && cacheLifetime == nil && credential == nil
+            && interceptors.isEmpty && retryPolicy == nil && requestTimeout == nil && resourceTimeout == nil
+            && redirects == nil && unixSocketPath == nil && priority == .normal && waitsForConnectivity == nil
+        if changesNothing { return .defaults }
+        let storage = Storage()
+        storage.waitsForConnectivity = waitsForConnectivity
+        storage.priority = priority
+        storage.unixSocketPath = unixSocketPath
+        storage.interceptors = interceptors
+        storage.handlesCookies = handlesCookies
+        storage.cachePolicy = cachePolicy
+        storage.cacheLifetime = cacheLifetime
+        storage.credential = credential
+        storage.retryPolicy = retryPolicy
+        storage.requestTimeout = requestTimeout
+        storage.resourceTimeout = resourceTimeout
+        storage.redirects = redirects
+        return storage
     }
 
     /// The request's interceptors, its retry policy first.
@@ -83,7 +207,8 @@ public struct RequestOptions: Sendable {
 
     /// Whether any option changes the transfer's settings.
     var changesTransfer: Bool {
-        handlesCookies != nil || requestTimeout != nil || resourceTimeout != nil || redirects != nil
+        guard storage !== Storage.defaults else { return false }
+        return handlesCookies != nil || requestTimeout != nil || resourceTimeout != nil || redirects != nil
             || unixSocketPath != nil || waitsForConnectivity != nil || httpVersion != nil
     }
 }

@@ -9,40 +9,131 @@ import HTTPTypes
 /// redirect hop, the second request that answered an authentication challenge, and every
 /// retry attempt (including the failed ones), as URLSession's transaction metrics have.
 public struct TransferMetrics: Sendable, Hashable {
+    // The figures live in a box shared by copies until one of them changes (copy on write):
+    // metrics travel in every response (`RawResponse`, `DataResponse`) through the async
+    // functions that wait for it, and each of their frames would otherwise hold room for all
+    // of them (about 200 bytes) for as long as the request lives. `init()` shares one box.
+    private var storage: Storage
+
+    private final class Storage: @unchecked Sendable {
+        // Changed only through `TransferMetrics.unique()`, when no other value shares the box.
+        var nameLookup: Duration = .zero
+        var connect: Duration = .zero
+        var tlsHandshake: Duration = .zero
+        var firstByte: Duration = .zero
+        var totalDuration: Duration = .zero
+        var bytesReceived: Int64 = 0
+        var bytesSent: Int64 = 0
+        var redirectCount: Int = 0
+        var httpVersion: String = ""
+        var remoteIP: String = ""
+        var remotePort: Int = 0
+        var reusedConnection: Bool = false
+        var localPort: Int = 0
+        var storedTransactions: [TransactionMetrics] = []
+
+        init() {}
+
+        init(copying other: Storage) {
+            nameLookup = other.nameLookup
+            connect = other.connect
+            tlsHandshake = other.tlsHandshake
+            firstByte = other.firstByte
+            totalDuration = other.totalDuration
+            bytesReceived = other.bytesReceived
+            bytesSent = other.bytesSent
+            redirectCount = other.redirectCount
+            httpVersion = other.httpVersion
+            remoteIP = other.remoteIP
+            remotePort = other.remotePort
+            reusedConnection = other.reusedConnection
+            localPort = other.localPort
+            storedTransactions = other.storedTransactions
+        }
+
+        /// The box of `init()`.
+        static let empty = Storage()
+    }
+
+    /// The box, made this value's own first if another value shares it.
+    private mutating func unique() -> Storage {
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(copying: storage) }
+        return storage
+    }
+
     // `transactions` is the stored ones followed by the final one, which is built when it is
     // read from the figures below and the request and head of the response (`final`): a
     // request with one hop stores no array, and its head is not parsed for the record.
     /// Time until the name was resolved.
-    public var nameLookup: Duration = .zero
+    public var nameLookup: Duration {
+        get { storage.nameLookup }
+        set { unique().nameLookup = newValue }
+    }
     /// Time until the TCP connection was made (zero when an existing one was reused).
-    public var connect: Duration = .zero
+    public var connect: Duration {
+        get { storage.connect }
+        set { unique().connect = newValue }
+    }
     /// Time until the TLS handshake finished (zero for plain HTTP).
-    public var tlsHandshake: Duration = .zero
+    public var tlsHandshake: Duration {
+        get { storage.tlsHandshake }
+        set { unique().tlsHandshake = newValue }
+    }
     /// Time until the first response byte arrived.
-    public var firstByte: Duration = .zero
+    public var firstByte: Duration {
+        get { storage.firstByte }
+        set { unique().firstByte = newValue }
+    }
     /// Time for the whole transfer, every redirect hop included.
-    public var totalDuration: Duration = .zero
+    public var totalDuration: Duration {
+        get { storage.totalDuration }
+        set { unique().totalDuration = newValue }
+    }
     /// Response body bytes received on the final hop (before content decoding).
-    public var bytesReceived: Int64 = 0
+    public var bytesReceived: Int64 {
+        get { storage.bytesReceived }
+        set { unique().bytesReceived = newValue }
+    }
     /// Request body bytes sent on the final hop.
-    public var bytesSent: Int64 = 0
+    public var bytesSent: Int64 {
+        get { storage.bytesSent }
+        set { unique().bytesSent = newValue }
+    }
     /// Redirects followed.
-    public var redirectCount: Int = 0
+    public var redirectCount: Int {
+        get { storage.redirectCount }
+        set { unique().redirectCount = newValue }
+    }
     /// The HTTP version used: `1.0`, `1.1`, `2` or `3`.
-    public var httpVersion: String = ""
+    public var httpVersion: String {
+        get { storage.httpVersion }
+        set { unique().httpVersion = newValue }
+    }
     /// The peer's IP address, e.g. `127.0.0.1`.
-    public var remoteIP: String = ""
+    public var remoteIP: String {
+        get { storage.remoteIP }
+        set { unique().remoteIP = newValue }
+    }
     /// The peer's port.
-    public var remotePort: Int = 0
+    public var remotePort: Int {
+        get { storage.remotePort }
+        set { unique().remotePort = newValue }
+    }
     /// The peer's address and port, e.g. `127.0.0.1:8080` (`[::1]:8080` for IPv6).
     public var remoteAddress: String {
         remoteIP.contains(":") ? "[\(remoteIP)]:\(remotePort)" : "\(remoteIP):\(remotePort)"
     }
     /// Whether the final hop reused an open connection.
-    public var reusedConnection: Bool = false
+    public var reusedConnection: Bool {
+        get { storage.reusedConnection }
+        set { unique().reusedConnection = newValue }
+    }
     /// The local port of the connection: requests that share a connection (HTTP/1.1
     /// keep-alive, HTTP/2 streams) share it. Zero for a Unix-domain socket.
-    public var localPort: Int = 0
+    public var localPort: Int {
+        get { storage.localPort }
+        set { unique().localPort = newValue }
+    }
 
     /// Every request that went out for the call (or the cache's answer), oldest first; the
     /// figures above are the last one's. Empty for metrics made with `init()`.
@@ -71,7 +162,10 @@ public struct TransferMetrics: Sendable, Hashable {
     }
 
     /// The transactions before the final one, or all of them when `final` is nil.
-    package var storedTransactions: [TransactionMetrics] = []
+    package var storedTransactions: [TransactionMetrics] {
+        get { storage.storedTransactions }
+        set { unique().storedTransactions = newValue }
+    }
 
     /// The request and response head of the final transaction, whose figures are the ones
     /// above (set for a response from a transport).
@@ -111,14 +205,16 @@ public struct TransferMetrics: Sendable, Hashable {
     }
 
     /// Empty metrics (all zero), for responses that did not come from the network.
-    public init() {}
+    public init() {
+        storage = .empty
+    }
 
     /// Metrics of one transfer: the figures of its last transaction (the final hop), the
     /// durations of all of them (its redirect hops) added up, and `redirectCount` hops before
     /// the last.
     public init(transactions: [TransactionMetrics], redirectCount: Int) {
         self.init(figuresOf: transactions.last, after: transactions.dropLast(), redirectCount: redirectCount)
-        storedTransactions = transactions
+        storage.storedTransactions = transactions
     }
 
     /// Metrics with the figures of `last` (the final hop, whose request and response are set
@@ -127,22 +223,25 @@ public struct TransferMetrics: Sendable, Hashable {
     package init(
         figuresOf last: TransactionMetrics?, after earlier: ArraySlice<TransactionMetrics> = [], redirectCount: Int
     ) {
-        self.redirectCount = redirectCount
-        storedTransactions = Array(earlier)
-        for transaction in earlier { totalDuration += transaction.duration }
+        // One new box, filled in place.
+        let storage = Storage()
+        self.storage = storage
+        storage.redirectCount = redirectCount
+        storage.storedTransactions = Array(earlier)
+        for transaction in earlier { storage.totalDuration += transaction.duration }
         guard let last else { return }
-        nameLookup = last.nameLookup
-        connect = last.connect
-        tlsHandshake = last.tlsHandshake
-        firstByte = last.firstByte
-        bytesReceived = last.bytesReceived
-        bytesSent = last.bytesSent
-        httpVersion = last.httpVersion
-        remoteIP = last.remoteIP
-        remotePort = last.remotePort
-        reusedConnection = last.reusedConnection
-        localPort = last.localPort
-        totalDuration += last.duration
+        storage.nameLookup = last.nameLookup
+        storage.connect = last.connect
+        storage.tlsHandshake = last.tlsHandshake
+        storage.firstByte = last.firstByte
+        storage.bytesReceived = last.bytesReceived
+        storage.bytesSent = last.bytesSent
+        storage.httpVersion = last.httpVersion
+        storage.remoteIP = last.remoteIP
+        storage.remotePort = last.remotePort
+        storage.reusedConnection = last.reusedConnection
+        storage.localPort = last.localPort
+        storage.totalDuration += last.duration
     }
 }
 
