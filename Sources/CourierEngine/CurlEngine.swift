@@ -52,7 +52,7 @@ package final class CurlEngine: @unchecked Sendable {
 
     /// A transfer's result (nil once handed over) and the continuations waiting for it.
     typealias Delivery = (
-        result: Result<TransferOutput, any Error>?, waiters: [UnsafeContinuation<TransferOutput, any Error>]
+        result: Result<TransferOutput, any Error>?, waiters: TransferWaiters
     )
 
     private struct Inbox {
@@ -326,7 +326,7 @@ package final class CurlEngine: @unchecked Sendable {
     /// switch, on both sides). Engine thread.
     func deliver(
         _ result: consuming Result<TransferOutput, any Error>,
-        to waiters: [UnsafeContinuation<TransferOutput, any Error>]
+        to waiters: TransferWaiters
     ) {
         guard !waiters.isEmpty else { return }
         deliveries.append((result, waiters))
@@ -334,13 +334,10 @@ package final class CurlEngine: @unchecked Sendable {
 
     private func resumeWaiters() {
         guard !deliveries.isEmpty else { return }
-        // Each result is taken out of the list and moved into its (usually one) waiter:
-        // iterating would copy it, a dozen references retained and released.
+        // Each result is taken out of the list and moved into its (usually one) waiter.
         for index in deliveries.indices {
             guard let result = deliveries[index].result.take() else { continue }
-            let waiters = deliveries[index].waiters
-            for waiter in waiters.dropLast() { waiter.resume(with: result) }
-            waiters[waiters.count - 1].resume(with: result)
+            deliveries[index].waiters.resume(with: result)
         }
         deliveries.removeAll(keepingCapacity: true)
     }

@@ -15,8 +15,9 @@ import HTTPTypes
 final class Transfer: @unchecked Sendable {
     private struct Lifecycle {
         var machine = TransferStateMachine()
-        var result: Published?
-        var waiters: [UnsafeContinuation<TransferOutput, any Error>] = []
+        /// The result once published (a reference and an error: small enough to hold inline).
+        var result: Result<TransferOutput, any Error>?
+        var waiters = TransferWaiters()
         /// The request of the current hop once a redirect was followed (nil before): written
         /// on the engine thread, read by task lists on any thread. By reference, as `result`.
         var redirected: Redirected?
@@ -28,12 +29,6 @@ final class Transfer: @unchecked Sendable {
         init(_ request: HTTPRequest) { self.request = request }
     }
 
-    /// The result, by reference: a transfer spends its life without one, and held inline it
-    /// would take 250 bytes of every transfer in flight.
-    private final class Published: Sendable {
-        let result: Result<TransferOutput, any Error>
-        init(_ result: Result<TransferOutput, any Error>) { self.result = result }
-    }
 
     let engine: CurlEngine
     /// The URL the transfer was made for (its first hop).
@@ -194,16 +189,15 @@ final class Transfer: @unchecked Sendable {
 
     /// Cancels; waiters get `CancellationError` now. Idempotent, callable from any thread.
     func cancel() {
-        let (action, waiters) = lifecycle.withLock {
-            state -> (TransferStateMachine.CancelAction, [UnsafeContinuation<TransferOutput, any Error>]) in
+        let (action, waiters) = lifecycle.withLock { state -> (TransferStateMachine.CancelAction, TransferWaiters) in
             let action = state.machine.cancel()
-            guard action != .none else { return (action, []) }
-            state.result = Published(.failure(CancellationError()))
-            defer { state.waiters = [] }
+            guard action != .none else { return (action, TransferWaiters()) }
+            state.result = .failure(CancellationError())
+            defer { state.waiters = TransferWaiters() }
             return (action, state.waiters)
         }
         guard action != .none else { return }
-        for waiter in waiters { waiter.resume(throwing: CancellationError()) }
+        waiters.resume(with: .failure(CancellationError()))
         reporters?.finish(succeeded: false)
         switch action {
         case .finishAndRemove: _ = engine.submit(.remove(self))
@@ -257,7 +251,7 @@ final class Transfer: @unchecked Sendable {
     private func waitForResult() async throws -> TransferOutput {
         try await withUnsafeThrowingContinuation { continuation in
             let ready = lifecycle.withLock { state -> Result<TransferOutput, any Error>? in
-                if let published = state.result { return published.result }
+                if let published = state.result { return published }
                 state.waiters.append(continuation)
                 return nil
             }
@@ -274,12 +268,10 @@ final class Transfer: @unchecked Sendable {
     /// Publishes the result, unless the caller cancelled first. Engine thread.
     func complete(with result: consuming Result<TransferOutput, any Error>) {
         EngineThread.check(engine, "Transfer.complete")
-        // Kept for a waiter that comes later; the waiters of now get `result` itself.
-        let published = Published(copy result)
-        let waiters = lifecycle.withLock { state -> [UnsafeContinuation<TransferOutput, any Error>]? in
+        let waiters = lifecycle.withLock { state -> TransferWaiters? in
             guard state.machine.complete() == .deliver else { return nil }
-            state.result = published
-            defer { state.waiters = [] }
+            state.result = copy result  // for a waiter that comes later
+            defer { state.waiters = TransferWaiters() }
             return state.waiters
         }
         guard let waiters else { return }
@@ -481,5 +473,24 @@ extension Transfer: EngineDeadline {
                             "The request's resource timeout passed while it waited for a place: the session's "
                             + "\(limit) transfer\(limit == 1 ? "" : "s") at once (maximumConcurrentTasks) were all "
                             + "taken"))))
+    }
+}
+
+/// The continuations waiting for a transfer's result: almost always one, held inline (an
+/// array would be a heap allocation per request).
+struct TransferWaiters {
+    private var first: UnsafeContinuation<TransferOutput, any Error>?
+    private var others: [UnsafeContinuation<TransferOutput, any Error>] = []
+
+    var isEmpty: Bool { first == nil }
+
+    mutating func append(_ waiter: UnsafeContinuation<TransferOutput, any Error>) {
+        if first == nil { first = waiter } else { others.append(waiter) }
+    }
+
+    /// Resumes each waiter once, the first with `result` itself.
+    func resume(with result: consuming Result<TransferOutput, any Error>) {
+        for waiter in others { waiter.resume(with: result) }
+        first?.resume(with: result)
     }
 }
