@@ -12,10 +12,10 @@ from pathlib import Path
 
 from .settings import BenchError
 
-# The certificate's openssl configuration is the test peers' (Tests/Support/serve_nginx.py):
+# The certificate's openssl configuration is the test peers' (Tests/Support/peerlib.py):
 # one definition of what the local servers present.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "Tests" / "Support"))
-import serve_nginx  # noqa: E402
+import peerlib  # noqa: E402
 
 
 def write_small_json(path: Path, size: int) -> None:
@@ -71,11 +71,11 @@ def write_fixture(path: Path, size: int) -> None:
 
 def make_certificate(directory: Path) -> tuple[Path, Path]:
     """A self-signed (so its own CA) ECDSA P-256 certificate for 127.0.0.1 and localhost, as
-    Tests/Support/serve_nginx.py makes it; returns (certificate, key)."""
+    the test peers make it (Tests/Support/peerlib.py); returns (certificate, key)."""
     if not shutil.which("openssl"):
         raise BenchError("the https and h2 rows need the openssl command line tool")
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "openssl.cnf").write_text(serve_nginx.OPENSSL_CONFIG)
+    (directory / "openssl.cnf").write_text(peerlib.LOCALHOST_OPENSSL_CONFIG)
     cert, key = directory / "cert.pem", directory / "key.pem"
     command = ["openssl", "req", "-x509", "-config", str(directory / "openssl.cnf"), "-newkey", "ec",
                "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(key), "-out", str(cert),
