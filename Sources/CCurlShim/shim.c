@@ -9,6 +9,8 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -102,6 +104,15 @@ const void *courier_engine_thread_owner(void) {
 
 int courier_open_socket(const struct curl_sockaddr *address) {
     return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+}
+
+int courier_socket_local_port(int fd) {
+    struct sockaddr_storage address;
+    socklen_t length = sizeof address;
+    if (getsockname(fd, (struct sockaddr *)&address, &length) != 0) return 0;
+    if (address.ss_family == AF_INET) return ntohs(((struct sockaddr_in *)&address)->sin_port);
+    if (address.ss_family == AF_INET6) return ntohs(((struct sockaddr_in6 *)&address)->sin6_port);
+    return 0;
 }
 
 void courier_socket_retire(int fd) {

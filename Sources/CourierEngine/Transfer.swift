@@ -29,7 +29,6 @@ final class Transfer: @unchecked Sendable {
         init(_ request: HTTPRequest) { self.request = request }
     }
 
-
     let engine: CurlEngine
     /// The URL the transfer was made for (its first hop).
     let requestURL: String

@@ -242,6 +242,13 @@ enum TransferOutcome {
             metrics.remotePort = long(CURLINFO_PRIMARY_PORT)
         }
         metrics.localPort = long(CURLINFO_LOCAL_PORT)
+        if metrics.localPort <= 0 {
+            // libcurl 7.76 leaves the local port unset (-1) on a reused connection: ask the
+            // connection's socket, which is still the transfer's here.
+            var socket = CURL_SOCKET_BAD
+            let found = courier_easy_getinfo_socket(easy, CURLINFO_ACTIVESOCKET, &socket) == CURLE_OK
+            metrics.localPort = found && socket >= 0 ? Int(courier_socket_local_port(socket)) : 0
+        }
         return metrics
     }
 }

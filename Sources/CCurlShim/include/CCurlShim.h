@@ -293,6 +293,8 @@ int courier_open_socket(const struct curl_sockaddr *address);
 /// it dead (end of input) when it next considers reusing it, and a send on it fails. The
 /// descriptor stays open: libcurl closes it, so its number cannot be reused under libcurl.
 void courier_socket_retire(int fd);
+/// The local port a connected TCP socket is bound to (getsockname), or 0 (not TCP, or an error).
+int courier_socket_local_port(int fd);
 
 /// `epoll_create1(EPOLL_CLOEXEC)`.
 int courier_epoll_create(void);

@@ -164,7 +164,9 @@ open class HTTPSessionManager {
                     cookies: configuration.handlesCookies
                         ? .init(
                             jar: storage?.appendingPathComponent("cookies.txt"),
-                            policy: configuration.cookieAcceptPolicy, logger: logger) : nil))
+                            policy: configuration.cookieAcceptPolicy, logger: logger) : nil,
+                    maximumConnectionAge: configuration.maximumConnectionAge,
+                    maximumRequestsPerConnection: configuration.maximumRequestsPerConnection))
         self.transport = transport
         var monitors = configuration.eventMonitors
         if logger.logLevel <= .debug { monitors.append(LoggingMonitor(logger: logger)) }
