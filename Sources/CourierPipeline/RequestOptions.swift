@@ -24,6 +24,18 @@ public struct RequestOptions: Sendable {
     private final class Storage: @unchecked Sendable {
         // Changed only through `RequestOptions.unique()`, when no other value shares the box:
         // the box is never mutated while another thread can see it.
+        var fields: Fields
+
+        init(_ fields: Fields) {
+            self.fields = fields
+        }
+
+        /// The box of `RequestOptions()`.
+        static let defaults = Storage(Fields())
+    }
+
+    /// The fields, as a value: a new box copies them at once.
+    private struct Fields {
         var handlesCookies: Bool? = nil
         var cachePolicy: CachePolicy? = nil
         var cacheLifetime: Duration? = nil
@@ -37,79 +49,58 @@ public struct RequestOptions: Sendable {
         var priority: RequestPriority = .normal
         var waitsForConnectivity: Bool? = nil
         var httpVersion: HTTPVersionPreference? = nil
-
-        init() {}
-
-        init(copying other: Storage) {
-            handlesCookies = other.handlesCookies
-            cachePolicy = other.cachePolicy
-            cacheLifetime = other.cacheLifetime
-            credential = other.credential
-            interceptors = other.interceptors
-            retryPolicy = other.retryPolicy
-            requestTimeout = other.requestTimeout
-            resourceTimeout = other.resourceTimeout
-            redirects = other.redirects
-            unixSocketPath = other.unixSocketPath
-            priority = other.priority
-            waitsForConnectivity = other.waitsForConnectivity
-            httpVersion = other.httpVersion
-        }
-
-        /// The box of `RequestOptions()`.
-        static let defaults = Storage()
     }
 
     /// The box, made this value's own first if another value shares it.
     private mutating func unique() -> Storage {
-        if !isKnownUniquelyReferenced(&storage) { storage = Storage(copying: storage) }
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
         return storage
     }
 
     /// Send and store cookies for this request (nil: the configuration's `handlesCookies`).
     public var handlesCookies: Bool? {
-        get { storage.handlesCookies }
-        set { unique().handlesCookies = newValue }
+        get { storage.fields.handlesCookies }
+        set { unique().fields.handlesCookies = newValue }
     }
 
     /// How to use the HTTP cache for this request (nil: the configuration's policy).
     public var cachePolicy: CachePolicy? {
-        get { storage.cachePolicy }
-        set { unique().cachePolicy = newValue }
+        get { storage.fields.cachePolicy }
+        set { unique().fields.cachePolicy = newValue }
     }
 
     /// Keep the response in the cache for this long, whatever its headers say (it must still
     /// be storable: a `GET` answered 200, without `no-store`).
     public var cacheLifetime: Duration? {
-        get { storage.cacheLifetime }
-        set { unique().cacheLifetime = newValue }
+        get { storage.fields.cacheLifetime }
+        set { unique().fields.cacheLifetime = newValue }
     }
 
     /// Authenticate with this credential (Basic, Digest or NTLM, as the server asks).
     public var credential: Credential? {
-        get { storage.credential }
-        set { unique().credential = newValue }
+        get { storage.fields.credential }
+        set { unique().fields.credential = newValue }
     }
 
     /// Interceptors for this request: they adapt it after the session's interceptors, and are
     /// asked about a retry before them.
     public var interceptors: [any RequestInterceptor] {
-        get { storage.interceptors }
-        set { unique().interceptors = newValue }
+        get { storage.fields.interceptors }
+        set { unique().fields.interceptors = newValue }
     }
 
     /// Retry this request with this policy (asked before ``interceptors``); nil: only the
     /// session's interceptors decide.
     public var retryPolicy: RetryPolicy? {
-        get { storage.retryPolicy }
-        set { unique().retryPolicy = newValue }
+        get { storage.fields.retryPolicy }
+        set { unique().fields.retryPolicy = newValue }
     }
 
     /// No bytes received or sent for this long fails the request with `timedOut` (nil: the
     /// configuration's `requestTimeout`).
     public var requestTimeout: Duration? {
-        get { storage.requestTimeout }
-        set { unique().requestTimeout = newValue }
+        get { storage.fields.requestTimeout }
+        set { unique().fields.requestTimeout = newValue }
     }
 
     /// The whole call may take at most this long, counted from the call: every wait (a place
@@ -117,44 +108,44 @@ public struct RequestOptions: Sendable {
     /// transfer, redirects and retries included; then it fails with `timedOut` (nil: the
     /// configuration's `resourceTimeout`).
     public var resourceTimeout: Duration? {
-        get { storage.resourceTimeout }
-        set { unique().resourceTimeout = newValue }
+        get { storage.fields.resourceTimeout }
+        set { unique().fields.resourceTimeout = newValue }
     }
 
     /// Whether and how redirects are followed (nil: the configuration's `followsRedirects`
     /// and `maximumRedirects`).
     public var redirects: RedirectBehavior? {
-        get { storage.redirects }
-        set { unique().redirects = newValue }
+        get { storage.fields.redirects }
+        set { unique().fields.redirects = newValue }
     }
 
     /// Connect to this Unix-domain socket instead of the URL's host and port (nil: the
     /// configuration's `unixSocketPath`).
     public var unixSocketPath: String? {
-        get { storage.unixSocketPath }
-        set { unique().unixSocketPath = newValue }
+        get { storage.fields.unixSocketPath }
+        set { unique().fields.unixSocketPath = newValue }
     }
 
     /// How urgent the request is: its place in the session's queue when
     /// `maximumConcurrentTasks` holds requests back, and its HTTP/2 stream weight. Default
     /// `.normal`.
     public var priority: RequestPriority {
-        get { storage.priority }
-        set { unique().priority = newValue }
+        get { storage.fields.priority }
+        set { unique().fields.priority = newValue }
     }
 
     /// Whether a request that cannot connect because the system has no route to the host
     /// waits for one (nil: the configuration's `waitsForConnectivity`).
     public var waitsForConnectivity: Bool? {
-        get { storage.waitsForConnectivity }
-        set { unique().waitsForConnectivity = newValue }
+        get { storage.fields.waitsForConnectivity }
+        set { unique().fields.waitsForConnectivity = newValue }
     }
 
     /// The HTTP version to ask for (nil: the configuration's `httpVersion`), e.g. `.http3` for
     /// one call to a server known to speak it.
     public var httpVersion: HTTPVersionPreference? {
-        get { storage.httpVersion }
-        set { unique().httpVersion = newValue }
+        get { storage.fields.httpVersion }
+        set { unique().fields.httpVersion = newValue }
     }
 
     /// Creates options; every choice defaults to the session's.
@@ -183,20 +174,12 @@ public struct RequestOptions: Sendable {
             && interceptors.isEmpty && retryPolicy == nil && requestTimeout == nil && resourceTimeout == nil
             && redirects == nil && unixSocketPath == nil && priority == .normal && waitsForConnectivity == nil
         if changesNothing { return .defaults }
-        let storage = Storage()
-        storage.waitsForConnectivity = waitsForConnectivity
-        storage.priority = priority
-        storage.unixSocketPath = unixSocketPath
-        storage.interceptors = interceptors
-        storage.handlesCookies = handlesCookies
-        storage.cachePolicy = cachePolicy
-        storage.cacheLifetime = cacheLifetime
-        storage.credential = credential
-        storage.retryPolicy = retryPolicy
-        storage.requestTimeout = requestTimeout
-        storage.resourceTimeout = resourceTimeout
-        storage.redirects = redirects
-        return storage
+        return Storage(
+            Fields(
+                handlesCookies: handlesCookies, cachePolicy: cachePolicy, cacheLifetime: cacheLifetime,
+                credential: credential, interceptors: interceptors, retryPolicy: retryPolicy,
+                requestTimeout: requestTimeout, resourceTimeout: resourceTimeout, redirects: redirects,
+                unixSocketPath: unixSocketPath, priority: priority, waitsForConnectivity: waitsForConnectivity))
     }
 
     /// The request's interceptors, its retry policy first.

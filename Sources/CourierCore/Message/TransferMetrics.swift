@@ -17,6 +17,18 @@ public struct TransferMetrics: Sendable, Hashable {
 
     private final class Storage: @unchecked Sendable {
         // Changed only through `TransferMetrics.unique()`, when no other value shares the box.
+        var fields: Fields
+
+        init(_ fields: Fields) {
+            self.fields = fields
+        }
+
+        /// The box of `init()`.
+        static let empty = Storage(Fields())
+    }
+
+    /// The fields, as a value: a new box copies them at once.
+    private struct Fields {
         var nameLookup: Duration = .zero
         var connect: Duration = .zero
         var tlsHandshake: Duration = .zero
@@ -31,33 +43,11 @@ public struct TransferMetrics: Sendable, Hashable {
         var reusedConnection: Bool = false
         var localPort: Int = 0
         var storedTransactions: [TransactionMetrics] = []
-
-        init() {}
-
-        init(copying other: Storage) {
-            nameLookup = other.nameLookup
-            connect = other.connect
-            tlsHandshake = other.tlsHandshake
-            firstByte = other.firstByte
-            totalDuration = other.totalDuration
-            bytesReceived = other.bytesReceived
-            bytesSent = other.bytesSent
-            redirectCount = other.redirectCount
-            httpVersion = other.httpVersion
-            remoteIP = other.remoteIP
-            remotePort = other.remotePort
-            reusedConnection = other.reusedConnection
-            localPort = other.localPort
-            storedTransactions = other.storedTransactions
-        }
-
-        /// The box of `init()`.
-        static let empty = Storage()
     }
 
     /// The box, made this value's own first if another value shares it.
     private mutating func unique() -> Storage {
-        if !isKnownUniquelyReferenced(&storage) { storage = Storage(copying: storage) }
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
         return storage
     }
 
@@ -66,58 +56,58 @@ public struct TransferMetrics: Sendable, Hashable {
     // request with one hop stores no array, and its head is not parsed for the record.
     /// Time until the name was resolved.
     public var nameLookup: Duration {
-        get { storage.nameLookup }
-        set { unique().nameLookup = newValue }
+        get { storage.fields.nameLookup }
+        set { unique().fields.nameLookup = newValue }
     }
     /// Time until the TCP connection was made (zero when an existing one was reused).
     public var connect: Duration {
-        get { storage.connect }
-        set { unique().connect = newValue }
+        get { storage.fields.connect }
+        set { unique().fields.connect = newValue }
     }
     /// Time until the TLS handshake finished (zero for plain HTTP).
     public var tlsHandshake: Duration {
-        get { storage.tlsHandshake }
-        set { unique().tlsHandshake = newValue }
+        get { storage.fields.tlsHandshake }
+        set { unique().fields.tlsHandshake = newValue }
     }
     /// Time until the first response byte arrived.
     public var firstByte: Duration {
-        get { storage.firstByte }
-        set { unique().firstByte = newValue }
+        get { storage.fields.firstByte }
+        set { unique().fields.firstByte = newValue }
     }
     /// Time for the whole transfer, every redirect hop included.
     public var totalDuration: Duration {
-        get { storage.totalDuration }
-        set { unique().totalDuration = newValue }
+        get { storage.fields.totalDuration }
+        set { unique().fields.totalDuration = newValue }
     }
     /// Response body bytes received on the final hop (before content decoding).
     public var bytesReceived: Int64 {
-        get { storage.bytesReceived }
-        set { unique().bytesReceived = newValue }
+        get { storage.fields.bytesReceived }
+        set { unique().fields.bytesReceived = newValue }
     }
     /// Request body bytes sent on the final hop.
     public var bytesSent: Int64 {
-        get { storage.bytesSent }
-        set { unique().bytesSent = newValue }
+        get { storage.fields.bytesSent }
+        set { unique().fields.bytesSent = newValue }
     }
     /// Redirects followed.
     public var redirectCount: Int {
-        get { storage.redirectCount }
-        set { unique().redirectCount = newValue }
+        get { storage.fields.redirectCount }
+        set { unique().fields.redirectCount = newValue }
     }
     /// The HTTP version used: `1.0`, `1.1`, `2` or `3`.
     public var httpVersion: String {
-        get { storage.httpVersion }
-        set { unique().httpVersion = newValue }
+        get { storage.fields.httpVersion }
+        set { unique().fields.httpVersion = newValue }
     }
     /// The peer's IP address, e.g. `127.0.0.1`.
     public var remoteIP: String {
-        get { storage.remoteIP }
-        set { unique().remoteIP = newValue }
+        get { storage.fields.remoteIP }
+        set { unique().fields.remoteIP = newValue }
     }
     /// The peer's port.
     public var remotePort: Int {
-        get { storage.remotePort }
-        set { unique().remotePort = newValue }
+        get { storage.fields.remotePort }
+        set { unique().fields.remotePort = newValue }
     }
     /// The peer's address and port, e.g. `127.0.0.1:8080` (`[::1]:8080` for IPv6).
     public var remoteAddress: String {
@@ -125,14 +115,14 @@ public struct TransferMetrics: Sendable, Hashable {
     }
     /// Whether the final hop reused an open connection.
     public var reusedConnection: Bool {
-        get { storage.reusedConnection }
-        set { unique().reusedConnection = newValue }
+        get { storage.fields.reusedConnection }
+        set { unique().fields.reusedConnection = newValue }
     }
     /// The local port of the connection: requests that share a connection (HTTP/1.1
     /// keep-alive, HTTP/2 streams) share it. Zero for a Unix-domain socket.
     public var localPort: Int {
-        get { storage.localPort }
-        set { unique().localPort = newValue }
+        get { storage.fields.localPort }
+        set { unique().fields.localPort = newValue }
     }
 
     /// Every request that went out for the call (or the cache's answer), oldest first; the
@@ -163,8 +153,8 @@ public struct TransferMetrics: Sendable, Hashable {
 
     /// The transactions before the final one, or all of them when `final` is nil.
     package var storedTransactions: [TransactionMetrics] {
-        get { storage.storedTransactions }
-        set { unique().storedTransactions = newValue }
+        get { storage.fields.storedTransactions }
+        set { unique().fields.storedTransactions = newValue }
     }
 
     /// The request and response head of the final transaction, whose figures are the ones
@@ -214,7 +204,7 @@ public struct TransferMetrics: Sendable, Hashable {
     /// the last.
     public init(transactions: [TransactionMetrics], redirectCount: Int) {
         self.init(figuresOf: transactions.last, after: transactions.dropLast(), redirectCount: redirectCount)
-        storage.storedTransactions = transactions
+        storage.fields.storedTransactions = transactions
     }
 
     /// Metrics with the figures of `last` (the final hop, whose request and response are set
@@ -223,25 +213,26 @@ public struct TransferMetrics: Sendable, Hashable {
     package init(
         figuresOf last: TransactionMetrics?, after earlier: ArraySlice<TransactionMetrics> = [], redirectCount: Int
     ) {
-        // One new box, filled in place.
-        let storage = Storage()
-        self.storage = storage
-        storage.redirectCount = redirectCount
-        storage.storedTransactions = Array(earlier)
-        for transaction in earlier { storage.totalDuration += transaction.duration }
-        guard let last else { return }
-        storage.nameLookup = last.nameLookup
-        storage.connect = last.connect
-        storage.tlsHandshake = last.tlsHandshake
-        storage.firstByte = last.firstByte
-        storage.bytesReceived = last.bytesReceived
-        storage.bytesSent = last.bytesSent
-        storage.httpVersion = last.httpVersion
-        storage.remoteIP = last.remoteIP
-        storage.remotePort = last.remotePort
-        storage.reusedConnection = last.reusedConnection
-        storage.localPort = last.localPort
-        storage.totalDuration += last.duration
+        // The fields made here, then one new box.
+        var fields = Fields()
+        fields.redirectCount = redirectCount
+        fields.storedTransactions = Array(earlier)
+        for transaction in earlier { fields.totalDuration += transaction.duration }
+        if let last {
+            fields.nameLookup = last.nameLookup
+            fields.connect = last.connect
+            fields.tlsHandshake = last.tlsHandshake
+            fields.firstByte = last.firstByte
+            fields.bytesReceived = last.bytesReceived
+            fields.bytesSent = last.bytesSent
+            fields.httpVersion = last.httpVersion
+            fields.remoteIP = last.remoteIP
+            fields.remotePort = last.remotePort
+            fields.reusedConnection = last.reusedConnection
+            fields.localPort = last.localPort
+            fields.totalDuration += last.duration
+        }
+        storage = Storage(fields)
     }
 }
 
