@@ -53,15 +53,22 @@ import Testing
     }
 
     @Test func anIdleConnectionIsRetiredAtItsAge() async throws {
-        let api = try await manager { $0.maximumConnectionAge = .milliseconds(800) }
+        let age = Duration.seconds(2)
+        let api = try await manager { $0.maximumConnectionAge = age }
+        let opened = ContinuousClock.now
         let young = try await send(2, on: api)
-        #expect(young.map(\.reused) == [false, true])
-        #expect(young[0].port == young[1].port)
+        // A young connection is reused as any other. (Only checked when both requests were
+        // over well within the age: a loaded machine may take longer, and then the second
+        // request rightly went out on a new connection.)
+        if ContinuousClock.now - opened < age / 2 {
+            #expect(young.map(\.reused) == [false, true])
+            #expect(young[0].port == young[1].port)
+        }
         // The connection reaches its age while idle, and nothing else happens on the session.
-        try await Task.sleep(for: .milliseconds(1_200))
+        try await Task.sleep(until: opened + age + .milliseconds(500))
         let old = try await send(1, on: api)
         #expect(old[0].reused == false)
-        #expect(old[0].port != young[0].port)
+        #expect(old[0].port != young[1].port)
     }
 
     @Test func aConnectionThatAgesDuringItsRequestCarriesNoOther() async throws {
