@@ -19,7 +19,8 @@ final class Transfer: @unchecked Sendable {
         var result: Result<TransferOutput, any Error>?
         var waiters = TransferWaiters()
         /// The request of the current hop once a redirect was followed (nil before): written
-        /// on the engine thread, read by task lists on any thread. By reference, as `result`.
+        /// on the engine thread, read by task lists on any thread. By reference: most transfers
+        /// follow no redirect.
         var redirected: Redirected?
     }
 
