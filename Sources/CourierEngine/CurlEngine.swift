@@ -75,24 +75,14 @@ package final class CurlEngine: @unchecked Sendable {
         var maximumBytesPerSecond: Int64?
         /// The cookie engine: nil for none (no transfer of the session handles cookies).
         var cookies: CookieSettings?
-        /// A connection open this long carries no further request (nanoseconds); nil: no limit.
-        var maximumConnectionAge: UInt64?
-        /// A connection that carried this many requests carries no further one; nil: no limit.
-        var maximumRequestsPerConnection: Int?
 
         /// Enough idle connections for every host the session talks to at full width, up to
         /// the total limit when there is one.
         package init(
             maximumConnectionsPerHost: Int = 6, maximumTotalConnections: Int = 0,
             maximumStreamsPerConnection: Int = 1000, maximumConcurrentTransfers: Int = 0,
-            maximumBytesPerSecond: Int64? = nil, cookies: CookieSettings? = nil,
-            maximumConnectionAge: Duration? = nil, maximumRequestsPerConnection: Int? = nil
+            maximumBytesPerSecond: Int64? = nil, cookies: CookieSettings? = nil
         ) {
-            self.maximumConnectionAge = maximumConnectionAge.map { age in
-                // At least a millisecond, at most about a century, in nanoseconds.
-                UInt64(min(max(age.milliseconds, 1), 3_000_000_000_000)) * 1_000_000
-            }
-            self.maximumRequestsPerConnection = maximumRequestsPerConnection.map { max($0, 1) }
             self.maximumConnectionsPerHost = maximumConnectionsPerHost
             self.maximumTotalConnections = maximumTotalConnections
             self.maximumStreamsPerConnection = maximumStreamsPerConnection
@@ -122,7 +112,7 @@ package final class CurlEngine: @unchecked Sendable {
     }
 
     private let inbox: Locked<Inbox>
-    let limits: Limits
+    private let limits: Limits
     let epollFD: Int32
     private let wakeFD: Int32
 
@@ -171,10 +161,6 @@ package final class CurlEngine: @unchecked Sendable {
     @EngineConfined var webSocketsBySocket: [Int32: WebSocketConnection] = [:]
     /// What waits for a time on this engine besides libcurl's own timer (see `DeadlineHeap`).
     @EngineConfined var deadlines = DeadlineHeap()
-    /// Retires idle connections that reach the session's age limit (`ConnectionRetirement`).
-    /// Engine thread only, as the `@EngineConfined` state (a lazy property cannot be wrapped):
-    /// made and read by the functions that check it.
-    lazy var ageSweep = ConnectionAgeSweep(engine: self)
     /// What WebSockets read into (see `webSocketReadBuffer()`).
     @EngineConfined var webSocketBuffer: UnsafeMutableRawBufferPointer?
     /// What coded bodies are decoded into on their way to their sinks, made on first use.
@@ -579,7 +565,6 @@ package final class CurlEngine: @unchecked Sendable {
     }
 
     private func finish(_ transfer: Transfer, easy: UnsafeMutableRawPointer, code: CURLcode) {
-        if limits.retiresConnections { countTransfer(on: easy) }
         if let cookies, transfer.head.hasSetCookie, transfer.current.sharedOptions.value.handlesCookies,
             let url = transfer.current.url
         {
@@ -674,13 +659,7 @@ package final class CurlEngine: @unchecked Sendable {
                 return
             }
             if entry.isConnection && !isPaused(easy) {
-                if entry.retireWhenIdle || isPastAge(entry) {
-                    sockets[socket] = entry
-                    retire(socket)
-                    return
-                }
                 entry.parked = true
-                scheduleAgeSweep(for: entry)
             } else {
                 // Not ours to track (e.g. the resolver's socket pair), or a paused transfer's
                 // connection: out of the set until libcurl asks for it again.
@@ -784,9 +763,7 @@ package final class CurlEngine: @unchecked Sendable {
         let socket = courier_open_socket(address)
         if socket >= 0 {
             let isStream = address.pointee.socktype == Int32(SOCK_STREAM.rawValue)
-            var entry = SocketTable.Entry(interest: nil, parked: false, isConnection: isStream)
-            entry.opened = courier_monotonic_nanoseconds()
-            sockets[socket] = entry
+            sockets[socket] = SocketTable.Entry(interest: nil, parked: false, isConnection: isStream)
         }
         return socket
     }

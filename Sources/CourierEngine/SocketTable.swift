@@ -29,13 +29,6 @@ struct SocketTable {
         var heldInput = false
         /// The easy handle whose transfer last asked libcurl to watch the socket.
         var easy: UnsafeMutableRawPointer?
-        /// When the connection's socket was opened (the engine's monotonic clock, ns).
-        var opened: UInt64 = 0
-        /// Transfers that ended on the connection.
-        var transfers = 0
-        /// The connection is spent (its age or its requests, `CurlEngine.Limits`) but still
-        /// carries a transfer: it is retired when it next falls idle instead of being parked.
-        var retireWhenIdle = false
     }
 
     /// Who handles a socket's events.
@@ -49,11 +42,6 @@ struct SocketTable {
     }
 
     private var entries: [Entry] = []
-
-    /// The sockets whose entries satisfy `predicate`.
-    func sockets(where predicate: (Entry) -> Bool) -> [Int32] {
-        entries.indices.filter { predicate(entries[$0]) }.map { Int32($0) }
-    }
 
     subscript(socket: Int32) -> Entry {
         get { socket >= 0 && Int(socket) < entries.count ? entries[Int(socket)] : Entry() }

@@ -21,6 +21,24 @@ import Testing
         #expect(response.metrics.totalDuration == transactions.map(\.duration).reduce(.zero, +))
     }
 
+    @Test func aReusedConnectionReportsItsLocalPort() async throws {
+        // One engine, one connection, no cache: the second response comes over the first's
+        // connection, and says which (libcurl 7.76 reports -1 for a reused connection; Courier
+        // asks the socket then).
+        let api = try await faultManager {
+            $0.engineCount = 1
+            $0.maximumConnectionsPerHost = 1
+            $0.cachePolicy = .reloadIgnoringCacheData
+        }
+        let first = try await api.request(.get, "bytes", parameters: ["n": 16], serializer: DataResponseSerializer())
+        let second = try await api.request(.get, "bytes", parameters: ["n": 16], serializer: DataResponseSerializer())
+        #expect(first.metrics.reusedConnection == false)
+        #expect(second.metrics.reusedConnection == true)
+        #expect(first.metrics.localPort > 0)
+        #expect(second.metrics.localPort == first.metrics.localPort)
+        #expect(second.metrics.transactions.last?.localPort == first.metrics.localPort)
+    }
+
     @Test func everyRetryAttemptHasItsOwnRecord() async throws {
         let name = "transactions-\(UUID().uuidString.prefix(8))"
         let api = try await faultManager {

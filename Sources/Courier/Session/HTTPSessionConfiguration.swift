@@ -47,17 +47,6 @@ public struct HTTPSessionConfiguration: Sendable {
     public var connectTimeout: Duration = .seconds(30)
     /// A pooled connection idle for longer than this is not reused. Default 60 seconds.
     public var connectionIdleTimeout: Duration = .seconds(60)
-    /// A connection open for this long carries no further request: it is closed when its
-    /// request ends (when its last one ends, over HTTP/2), or at that age if it is idle, and
-    /// the next request opens a new one (to the addresses the host name resolves to then, once
-    /// libcurl's DNS cache entry, 60 seconds, has expired). Keeps a long-lived pool moving with
-    /// a load balancer or a DNS change. nil (the
-    /// default, as in URLSession and AsyncHTTPClient): no limit. At least a millisecond.
-    public var maximumConnectionAge: Duration?
-    /// A connection that has carried this many requests carries no further one (AsyncHTTPClient's
-    /// `maximumUsesPerConnection`): it is closed when it next falls idle. nil (the default): no
-    /// limit. Values below 1 count as 1.
-    public var maximumRequestsPerConnection: Int?
     /// Headers sent with every request of the session (the manager's `additionalHeaders`
     /// starts from these).
     public var additionalHeaders: [String: String] = [:]

@@ -164,9 +164,7 @@ open class HTTPSessionManager {
                     cookies: configuration.handlesCookies
                         ? .init(
                             jar: storage?.appendingPathComponent("cookies.txt"),
-                            policy: configuration.cookieAcceptPolicy, logger: logger) : nil,
-                    maximumConnectionAge: configuration.maximumConnectionAge,
-                    maximumRequestsPerConnection: configuration.maximumRequestsPerConnection))
+                            policy: configuration.cookieAcceptPolicy, logger: logger) : nil))
         self.transport = transport
         var monitors = configuration.eventMonitors
         if logger.logLevel <= .debug { monitors.append(LoggingMonitor(logger: logger)) }
