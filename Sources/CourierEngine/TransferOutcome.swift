@@ -177,10 +177,16 @@ enum TransferOutcome {
     /// connection for reuse and has no call to drop one; shutting the socket down makes it look
     /// closed by the server, which libcurl checks before reusing a connection.
     private static func retireConnection(_ easy: UnsafeMutableRawPointer) {
+        if let socket = activeSocket(easy) { courier_socket_retire(socket) }
+    }
+
+    /// The socket of the connection the transfer used, while libcurl still holds it.
+    private static func activeSocket(_ easy: UnsafeMutableRawPointer) -> curl_socket_t? {
         var socket = CURL_SOCKET_BAD
-        if courier_easy_getinfo_socket(easy, CURLINFO_ACTIVESOCKET, &socket) == CURLE_OK, socket != CURL_SOCKET_BAD {
-            courier_socket_retire(socket)
+        guard courier_easy_getinfo_socket(easy, CURLINFO_ACTIVESOCKET, &socket) == CURLE_OK, socket >= 0 else {
+            return nil
         }
+        return socket
     }
 
     /// The metrics of a transfer that failed on its current hop: the hops before it and the
@@ -245,9 +251,7 @@ enum TransferOutcome {
         if metrics.localPort <= 0 {
             // libcurl 7.76 leaves the local port unset (-1) on a reused connection: ask the
             // connection's socket, which is still the transfer's here.
-            var socket = CURL_SOCKET_BAD
-            let found = courier_easy_getinfo_socket(easy, CURLINFO_ACTIVESOCKET, &socket) == CURLE_OK
-            metrics.localPort = found && socket >= 0 ? Int(courier_socket_local_port(socket)) : 0
+            metrics.localPort = activeSocket(easy).map { Int(courier_socket_local_port($0)) } ?? 0
         }
         return metrics
     }

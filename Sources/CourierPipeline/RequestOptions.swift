@@ -155,31 +155,19 @@ public struct RequestOptions: Sendable {
         requestTimeout: Duration? = nil, resourceTimeout: Duration? = nil, redirects: RedirectBehavior? = nil,
         unixSocketPath: String? = nil, priority: RequestPriority = .normal, waitsForConnectivity: Bool? = nil
     ) {
-        storage = Self.box(
-            handlesCookies: handlesCookies, cachePolicy: cachePolicy, cacheLifetime: cacheLifetime,
-            credential: credential, interceptors: interceptors, retryPolicy: retryPolicy,
-            requestTimeout: requestTimeout, resourceTimeout: resourceTimeout, redirects: redirects,
-            unixSocketPath: unixSocketPath, priority: priority, waitsForConnectivity: waitsForConnectivity)
-    }
-
-    /// The shared box of the defaults when every choice is the default, a new one otherwise.
-    private static func box(
-        handlesCookies: Bool?, cachePolicy: CachePolicy?, cacheLifetime: Duration?, credential: Credential?,
-        interceptors: [any RequestInterceptor], retryPolicy: RetryPolicy?, requestTimeout: Duration?,
-        resourceTimeout: Duration?, redirects: RedirectBehavior?, unixSocketPath: String?, priority: RequestPriority,
-        waitsForConnectivity: Bool?
-    ) -> Storage {
         let changesNothing =
             handlesCookies == nil && cachePolicy == nil && cacheLifetime == nil && credential == nil
             && interceptors.isEmpty && retryPolicy == nil && requestTimeout == nil && resourceTimeout == nil
             && redirects == nil && unixSocketPath == nil && priority == .normal && waitsForConnectivity == nil
-        if changesNothing { return .defaults }
-        return Storage(
-            Fields(
-                handlesCookies: handlesCookies, cachePolicy: cachePolicy, cacheLifetime: cacheLifetime,
-                credential: credential, interceptors: interceptors, retryPolicy: retryPolicy,
-                requestTimeout: requestTimeout, resourceTimeout: resourceTimeout, redirects: redirects,
-                unixSocketPath: unixSocketPath, priority: priority, waitsForConnectivity: waitsForConnectivity))
+        storage =
+            changesNothing
+            ? .defaults
+            : Storage(
+                Fields(
+                    handlesCookies: handlesCookies, cachePolicy: cachePolicy, cacheLifetime: cacheLifetime,
+                    credential: credential, interceptors: interceptors, retryPolicy: retryPolicy,
+                    requestTimeout: requestTimeout, resourceTimeout: resourceTimeout, redirects: redirects,
+                    unixSocketPath: unixSocketPath, priority: priority, waitsForConnectivity: waitsForConnectivity))
     }
 
     /// The request's interceptors, its retry policy first.

@@ -343,7 +343,7 @@ package final class RequestPipeline: Sendable {
             ? prepared.sharedHeaders : nil
         // The clock is read only when the cache will use the time.
         let requestTime = cacheLookup.usesCache ? Date() : .distantPast
-        // Moved, not copied: each holds a dozen references.
+        // The cache lookup moves in, not copied (it holds a dozen references).
         return .send(
             Attempt(
                 call: call, request: request, cacheLookup: consume cacheLookup,

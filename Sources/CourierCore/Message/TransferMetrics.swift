@@ -204,7 +204,7 @@ public struct TransferMetrics: Sendable, Hashable {
     /// the last.
     public init(transactions: [TransactionMetrics], redirectCount: Int) {
         self.init(figuresOf: transactions.last, after: transactions.dropLast(), redirectCount: redirectCount)
-        storage.fields.storedTransactions = transactions
+        storedTransactions = transactions
     }
 
     /// Metrics with the figures of `last` (the final hop, whose request and response are set
