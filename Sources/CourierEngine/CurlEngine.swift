@@ -565,6 +565,7 @@ package final class CurlEngine: @unchecked Sendable {
     }
 
     private func finish(_ transfer: Transfer, easy: UnsafeMutableRawPointer, code: CURLcode) {
+        if transfer.current.sharedOptions.value.limitsConnections { retireIfSpent(transfer, easy) }
         if let cookies, transfer.head.hasSetCookie, transfer.current.sharedOptions.value.handlesCookies,
             let url = transfer.current.url
         {
@@ -762,10 +763,42 @@ package final class CurlEngine: @unchecked Sendable {
     fileprivate func openSocket(_ address: UnsafeMutablePointer<curl_sockaddr>) -> Int32 {
         let socket = courier_open_socket(address)
         if socket >= 0 {
-            let isStream = address.pointee.socktype == Int32(SOCK_STREAM.rawValue)
-            sockets[socket] = SocketTable.Entry(interest: nil, parked: false, isConnection: isStream)
+            // The type without its flags: libcurl 8.x passes SOCK_CLOEXEC in it too.
+            let isStream = address.pointee.socktype & 0xF == Int32(SOCK_STREAM.rawValue)
+            var entry = SocketTable.Entry(interest: nil, parked: false, isConnection: isStream)
+            entry.opened = courier_monotonic_nanoseconds()
+            sockets[socket] = entry
         }
         return socket
+    }
+
+    /// A transfer of a session that limits its connections' age or requests ended on `easy`'s
+    /// connection: the transfer is counted, and a spent HTTP/1 connection is retired at once
+    /// (`courier_socket_retire`: libcurl sees a connection the server closed when it next
+    /// considers reusing it), so the next request opens a new one. libcurl names the
+    /// connection only now (`CURLINFO_ACTIVESOCKET` is the last connection a transfer used,
+    /// set when libcurl is done with it) and only if it keeps it. A multiplexed connection is
+    /// left alone: libcurl gives it new streams while others run. An idle connection that
+    /// reaches its age later is libcurl's to refuse (`CURLOPT_MAXLIFETIME_CONN`, 7.80 on, set
+    /// with the transfer's options). Engine thread.
+    private func retireIfSpent(_ transfer: Transfer, _ easy: UnsafeMutableRawPointer) {
+        var version = 0
+        courier_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
+        guard version == CURL_HTTP_VERSION_1_0 || version == CURL_HTTP_VERSION_1_1 else { return }
+        var socket = CURL_SOCKET_BAD
+        guard courier_easy_getinfo_socket(easy, CURLINFO_ACTIVESOCKET, &socket) == CURLE_OK, socket >= 0,
+            sockets[socket].isConnection
+        else { return }
+        sockets[socket].transfers += 1
+        let entry = sockets[socket]
+        var spent = false
+        if let maximum = transfer.current.sharedOptions.value.maximumRequestsPerConnection {
+            spent = entry.transfers >= maximum
+        }
+        if let age = transfer.current.sharedOptions.value.maximumConnectionAge {
+            spent = spent || courier_monotonic_nanoseconds() - entry.opened >= UInt64(age.curlSeconds) * 1_000_000_000
+        }
+        if spent { courier_socket_retire(socket) }
     }
 
     /// CURLOPT_CLOSESOCKETFUNCTION: a connection socket dies. Closing it also takes it out of

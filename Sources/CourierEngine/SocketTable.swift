@@ -29,6 +29,11 @@ struct SocketTable {
         var heldInput = false
         /// The easy handle whose transfer last asked libcurl to watch the socket.
         var easy: UnsafeMutableRawPointer?
+        /// When the connection's socket was opened (`courier_monotonic_nanoseconds`).
+        var opened: UInt64 = 0
+        /// Transfers that ended on the connection, counted when the session limits its
+        /// connections (`CurlEngine.retireIfSpent`).
+        var transfers = 0
     }
 
     /// Who handles a socket's events.

@@ -106,6 +106,11 @@ extension Transfer {
             courier_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, total.curlMilliseconds)
         }
         courier_easy_setopt_long(easy, CURLOPT_MAXAGE_CONN, options.connectionIdleTimeout.curlSeconds)
+        // The age of an idle connection is libcurl's to check (7.80 on); the engine checks a
+        // connection's age and requests as each transfer on it ends (`CurlEngine.retireIfSpent`).
+        if let age = options.maximumConnectionAge {
+            courier_easy_set_maximum_connection_lifetime(easy, age.curlSeconds)
+        }
 
         // The cookie share or the TLS session share: either caches TLS sessions for resumption.
         if options.handlesCookies, let cookies = engine.cookies {

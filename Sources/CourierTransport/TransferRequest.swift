@@ -152,6 +152,14 @@ package struct TransferOptions: Sendable, Equatable {
     package var acceptsCompressedResponses = true
     /// How long an idle pooled connection may be reused (`CURLOPT_MAXAGE_CONN`).
     package var connectionIdleTimeout: Duration = .seconds(60)
+    /// A connection open this long carries no further request; nil: no limit. Whole seconds,
+    /// rounded up (libcurl's `CURLOPT_MAXLIFETIME_CONN` counts seconds).
+    package var maximumConnectionAge: Duration?
+    /// An HTTP/1 connection that has carried this many requests carries no further one; nil: no
+    /// limit.
+    package var maximumRequestsPerConnection: Int?
+    /// Whether connections have a limit of age or requests.
+    package var limitsConnections: Bool { maximumConnectionAge != nil || maximumRequestsPerConnection != nil }
     /// Whether to verify the server's TLS certificate and host name.
     package var verifiesTLS = true
     /// A CA bundle (PEM) to trust (`CURLOPT_CAINFO`).

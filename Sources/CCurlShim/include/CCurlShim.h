@@ -201,6 +201,19 @@ static inline const char *courier_builtin_ca_file(CURL *easy) {
     return NULL;
 }
 
+/// CURLOPT_MAXLIFETIME_CONN (7.80.0): an idle connection opened more than `seconds` ago is
+/// not reused. Whether the library has it (before 7.80 nothing is set).
+static inline bool courier_easy_set_maximum_connection_lifetime(CURL *easy, long seconds) {
+#if LIBCURL_VERSION_NUM >= 0x075000
+    if (courier_libcurl_at_least(0x075000)) {
+        return curl_easy_setopt(easy, CURLOPT_MAXLIFETIME_CONN, seconds) == CURLE_OK;
+    }
+#endif
+    (void)easy;
+    (void)seconds;
+    return false;
+}
+
 /// Whether `code` is CURLE_SSL_CLIENTCERT (98, 7.77.0: the server wanted a client certificate
 /// and got none it took). Compared by number: codes never change meaning.
 static inline bool courier_is_client_certificate_error(CURLcode code) {

@@ -47,6 +47,20 @@ public struct HTTPSessionConfiguration: Sendable {
     public var connectTimeout: Duration = .seconds(30)
     /// A pooled connection idle for longer than this is not reused. Default 60 seconds.
     public var connectionIdleTimeout: Duration = .seconds(60)
+    /// A connection open for this long carries no further request: the next request opens a
+    /// new one, to the addresses its host name resolves to then. Keeps a long-lived pool moving
+    /// after a DNS or load-balancer change. Counted in whole seconds, rounded up (at least
+    /// one). An HTTP/1.1 connection is closed as the request during which it reaches the age
+    /// ends; an idle connection of any HTTP version past its age is not reused (with libcurl
+    /// 7.80 and newer; before 7.80, an idle HTTP/1.1 connection past its age carries one more
+    /// request and is then closed). An HTTP/2 connection busy without pause is never idle, so
+    /// never retired. nil (the default, as in URLSession and AsyncHTTPClient): no limit.
+    public var maximumConnectionAge: Duration?
+    /// An HTTP/1.1 connection that has carried this many requests (each redirect hop counts)
+    /// is closed as the last of them ends (AsyncHTTPClient's `maximumUsesPerConnection`).
+    /// HTTP/2 and HTTP/3 connections are not counted: libcurl gives a multiplexed connection
+    /// new streams while others run. nil (the default): no limit. Values below 1 count as 1.
+    public var maximumRequestsPerConnection: Int?
     /// Headers sent with every request of the session (the manager's `additionalHeaders`
     /// starts from these).
     public var additionalHeaders: [String: String] = [:]
@@ -251,6 +265,8 @@ public struct HTTPSessionConfiguration: Sendable {
         options.httpVersion = httpVersion
         options.acceptsCompressedResponses = acceptsCompressedResponses
         options.connectionIdleTimeout = connectionIdleTimeout
+        options.maximumConnectionAge = maximumConnectionAge
+        options.maximumRequestsPerConnection = maximumRequestsPerConnection.map { max($0, 1) }
         options.verifiesTLS = tls.verifiesCertificates
         options.caFilePath = tls.certificateAuthorityFile?.path
         options.caDirectoryPath = tls.certificateAuthorityDirectory?.path
