@@ -32,9 +32,10 @@ final class InFlightRequest {
     let requestID: UInt64
     /// When the first attempt began; nil when no interceptor is told (see `context`).
     let started: ContinuousClock.Instant?
-    /// When the call must be over: its resource timeout from when it began, for every wait
-    /// (a place in the session's queue, interceptors, a credential, a route, a retry's delay,
-    /// each transfer). nil without a resource timeout.
+    /// When the call must be over: its resource timeout from when it began, or the caller's
+    /// deadline if that comes first, for every wait (a place in the session's queue,
+    /// interceptors, a credential, a route, a retry's delay, each transfer). nil without
+    /// either.
     let deadline: ContinuousClock.Instant?
     /// The attempt under way, from 1.
     var number = 1
@@ -96,11 +97,13 @@ final class InFlightRequest {
         return await sink.prepareAnotherAttempt()
     }
 
-    /// The error of a call whose resource timeout passed while it was `waiting` (says what for),
+    /// The error of a call whose deadline passed while it was `waiting` (says what for),
     /// after `failure` if an attempt had failed (its metrics are kept).
     func deadlinePassed(while waiting: String, after failure: (any Error)? = nil) -> CourierError {
+        // The caller's deadline, when it came before the resource timeout would have.
+        let limit = deadline != nil && prepared.call.options.deadline == deadline ? "deadline" : "resource timeout"
         var context = CourierError.Context(
-            url: sent.url, message: "The request's resource timeout passed while it was \(waiting)")
+            url: sent.url, message: "The request's \(limit) passed while it was \(waiting)")
         if let failure = failure as? CourierError {
             context.metrics = failure.context.metrics
             context.underlyingError = failure

@@ -12,52 +12,62 @@ import HTTPTypes
 package final class RequestObservers: TransferObserver {
     /// The number monitors' events carry (see `RequestContext.requestID`).
     let requestID: UInt64
+    /// The session's monitors.
     let monitors: EventMonitorGroup?
+    /// The request's own monitors (`RequestOptions.eventMonitors`), which hear only of it.
+    let ownMonitors: EventMonitorGroup?
     /// The request's span and metrics; nil when neither records.
     let observation: RequestObservation?
 
-    init(requestID: UInt64, monitors: EventMonitorGroup?, observation: RequestObservation?) {
+    init(
+        requestID: UInt64, monitors: EventMonitorGroup?, ownMonitors: EventMonitorGroup? = nil,
+        observation: RequestObservation?
+    ) {
         self.requestID = requestID
         self.monitors = monitors
+        self.ownMonitors = ownMonitors
         self.observation = observation
     }
 
     /// The transport's observer for the request's transfers: this, when monitors want the
     /// heads and redirects; nil otherwise (a span alone needs neither).
-    var transferObserver: (any TransferObserver)? { monitors == nil ? nil : self }
+    var transferObserver: (any TransferObserver)? { monitors == nil && ownMonitors == nil ? nil : self }
+
+    /// Queues `kind` for the session's monitors and the request's own.
+    private func emit(_ kind: RequestEvent.Kind) {
+        monitors?.emit(requestID, kind)
+        ownMonitors?.emit(requestID, kind)
+    }
 
     func created(_ head: HTTPRequest) {
-        monitors?.emit(requestID, .created(head))
+        emit(.created(head))
     }
 
     func adapted(_ head: HTTPRequest, attempt: Int) {
-        monitors?.emit(requestID, .adapted(head, attempt: attempt))
+        emit(.adapted(head, attempt: attempt))
     }
 
     func attemptStarted(_ head: HTTPRequest, attempt: Int) {
-        monitors?.emit(requestID, .attemptStarted(head, attempt: attempt))
+        emit(.attemptStarted(head, attempt: attempt))
     }
 
     func waitingForConnectivity(_ head: HTTPRequest) {
-        monitors?.emit(requestID, .waitingForConnectivity(head))
+        emit(.waitingForConnectivity(head))
     }
 
     func retryDecided(attempt: Int, error: any Error, decision: RetryDecision) {
-        monitors?.emit(requestID, .retryDecided(attempt: attempt, error: error, decision: decision))
+        emit(.retryDecided(attempt: attempt, error: error, decision: decision))
     }
 
     /// A WebSocket's handshake was answered (`101`).
     func webSocketOpened(_ opening: WebSocketOpening) {
-        monitors?.emit(
-            requestID, .webSocketOpened(opening.request, opening.response, subprotocol: opening.subprotocol))
+        emit(.webSocketOpened(opening.request, opening.response, subprotocol: opening.subprotocol))
     }
 
     /// A WebSocket opened for `handshake` ended: with the close frame it had, if any, or an
     /// error.
     func webSocketClosed(_ handshake: HTTPRequest, closure: WebSocketClosure?, error: (any Error)?) {
-        monitors?.emit(
-            requestID,
-            .webSocketClosed(handshake, code: closure?.code, reason: closure?.reason ?? "", error: error))
+        emit(.webSocketClosed(handshake, code: closure?.code, reason: closure?.reason ?? "", error: error))
     }
 
     /// The spans of one attempt, its context injected into `request`'s head; nil without a
@@ -70,6 +80,7 @@ package final class RequestObservers: TransferObserver {
     @inline(never)
     func finished(_ raw: RawResponse) async {
         await monitors?.emitFinished(requestID, raw)
+        await ownMonitors?.emitFinished(requestID, raw)
         observation?.finished(raw)
     }
 
@@ -77,15 +88,20 @@ package final class RequestObservers: TransferObserver {
     /// monitors do not hear as a failure); returns once the loggers have written it.
     @inline(never)
     func failed(_ request: HTTPRequest, _ error: any Error, attempts: Int, cancelled: Bool) async {
-        if let monitors, !cancelled { await monitors.emitFailed(requestID, request, error, attempts: attempts) }
+        if !cancelled {
+            await monitors?.emitFailed(requestID, request, error, attempts: attempts)
+            await ownMonitors?.emitFailed(requestID, request, error, attempts: attempts)
+        }
         observation?.failed(error, cancelled: cancelled)
     }
 
     package func transferReceivedHead(_ head: RecordedHead, for request: HTTPRequest) {
         monitors?.enqueueHead(requestID, head, for: request)
+        ownMonitors?.enqueueHead(requestID, head, for: request)
     }
 
     package func transferRedirected(from request: HTTPRequest, to next: HTTPRequest, head: RecordedHead) {
         monitors?.enqueueRedirect(requestID, from: request, to: next, head)
+        ownMonitors?.enqueueRedirect(requestID, from: request, to: next, head)
     }
 }

@@ -49,6 +49,8 @@ public struct RequestOptions: Sendable {
         var priority: RequestPriority = .normal
         var waitsForConnectivity: Bool? = nil
         var httpVersion: HTTPVersionPreference? = nil
+        var deadline: ContinuousClock.Instant? = nil
+        var eventMonitors: [any EventMonitor] = []
     }
 
     /// The box, made this value's own first if another value shares it.
@@ -146,6 +148,55 @@ public struct RequestOptions: Sendable {
     public var httpVersion: HTTPVersionPreference? {
         get { storage.fields.httpVersion }
         set { unique().fields.httpVersion = newValue }
+    }
+
+    /// The instant by which the whole call must be over, as gRPC and httpx callers pass one
+    /// deadline down through the calls they make: every wait (a place in the session's queue,
+    /// interceptors, a credential, a route, a retry's delay) and every transfer, redirects and
+    /// retries included. Then the call fails with `timedOut`, saying what it was waiting for;
+    /// one already past fails at once, before anything is sent. With a resource timeout too
+    /// (this request's or the configuration's), the earlier of the two ends the call. nil (the
+    /// default): the resource timeout alone.
+    ///
+    /// ```swift
+    /// let deadline = ContinuousClock.now + .seconds(2)
+    /// let user = try await api.GET("users/1", options: .init(deadline: deadline), as: User.self)
+    /// let avatar = try await api.GET("users/1/avatar", options: .init(deadline: deadline),
+    ///                                serializer: DataResponseSerializer())
+    /// ```
+    public var deadline: ContinuousClock.Instant? {
+        get { storage.fields.deadline }
+        set { unique().fields.deadline = newValue }
+    }
+
+    /// Monitors that hear of this call only: every event of it, from `created` to `finished`
+    /// or `failed` (redirects, retries and response heads included), after the session's
+    /// monitors have been handed it. Each runs on a task of its own, as the session's do, and
+    /// the call's last event is queued for them before it returns. Empty (the default): only
+    /// the session's monitors.
+    ///
+    /// ```swift
+    /// let counter = HopCounter()  // an EventMonitor that counts `.redirected` events
+    /// let page = try await api.GET("short/abc", options: .init(eventMonitors: [counter]),
+    ///                              serializer: DataResponseSerializer())
+    /// ```
+    public var eventMonitors: [any EventMonitor] {
+        get { storage.fields.eventMonitors }
+        set { unique().fields.eventMonitors = newValue }
+    }
+
+    /// Options that change only the call's event monitors (see ``eventMonitors``).
+    public init(eventMonitors: [any EventMonitor]) {
+        var fields = Fields()
+        fields.eventMonitors = eventMonitors
+        storage = Storage(fields)
+    }
+
+    /// Options that change only the call's deadline (see ``deadline``).
+    public init(deadline: ContinuousClock.Instant) {
+        var fields = Fields()
+        fields.deadline = deadline
+        storage = Storage(fields)
     }
 
     /// Creates options; every choice defaults to the session's.

@@ -102,17 +102,20 @@ package final class RequestPipeline: Sendable {
         let chain = prepared.call.options.chain
         let interceptorsApply = !interceptors.isEmpty || !chain.isEmpty
         let observation = observability.observe(prepared.head)
-        let numbered = interceptorsApply || monitors != nil || observation != nil
-        let requestID = numbered ? lastRequestID.add(1, ordering: .relaxed).newValue : 0
+        let ownMonitors = EventMonitorGroup(prepared.call.options.eventMonitors)
+        let observed = monitors != nil || ownMonitors != nil || observation != nil
+        let requestID = interceptorsApply || observed ? lastRequestID.add(1, ordering: .relaxed).newValue : 0
         let observers =
-            monitors != nil || observation != nil
-            ? RequestObservers(requestID: requestID, monitors: monitors, observation: observation) : nil
+            observed
+            ? RequestObservers(
+                requestID: requestID, monitors: monitors, ownMonitors: ownMonitors, observation: observation) : nil
         observers?.created(prepared.head)
         let retryable =
             interceptorsApply && (sink?.takesAnotherAttempt ?? true) && (prepared.body?.isReplayable ?? true)
         // A resource timeout of decades is none (and keeps every clock's arithmetic in range).
         let resourceTimeout = prepared.call.options.resourceTimeout ?? transferOptions.totalTimeout
-        let deadline = resourceTimeout.flatMap { $0 < Self.longestDeadline ? ContinuousClock.now + $0 : nil }
+        var deadline = resourceTimeout.flatMap { $0 < Self.longestDeadline ? ContinuousClock.now + $0 : nil }
+        if let given = prepared.call.options.deadline { deadline = min(deadline ?? given, given) }
         return InFlightRequest(
             prepared, hooks: hooks, reporters: reporters, sink: sink, register: register, observers: observers,
             chain: chain, retryable: retryable, requestID: requestID, started: interceptorsApply ? .now : nil,

@@ -179,4 +179,73 @@ import Testing
         #expect(deadline >= before + .seconds(60))
         #expect(deadline <= ContinuousClock.now + .seconds(60))
     }
+
+    // MARK: The caller's deadline (RequestOptions.deadline)
+
+    @Test func aCallersDeadlineBeforeTheResourceTimeoutEndsARetrysWait() async throws {
+        let api = try await faultManager()
+        let name = "deadline-retry-\(UUID().uuidString.prefix(8))"
+        let policy = RetryPolicy(maximumDelay: .seconds(3600), deadline: nil, maximumRetryAfter: .seconds(3600))
+        var options = RequestOptions(retryPolicy: policy, resourceTimeout: .seconds(600))
+        options.deadline = .now + .seconds(60)
+        let error = await capturedError {
+            _ = try await api.GET(
+                "flaky/\(name)", parameters: ["retry-after": "120"], options: options,
+                serializer: DataResponseSerializer())
+        }
+        // The resource timeout would have let it wait 120 s; the deadline does not.
+        let message = try #require(timedOutMessage(error), "\(String(describing: error))")
+        #expect(message.contains("deadline"))
+        #expect(message.contains("to try again"))
+        #expect(try await RetryTests.stats(name)["requests"] == 1)
+    }
+
+    @Test func aDeadlineAlreadyPastSendsNothing() async throws {
+        let api = try await faultManager()
+        let name = "deadline-past-\(UUID().uuidString.prefix(8))"
+        let error = await capturedError {
+            _ = try await api.GET(
+                "flaky/\(name)", options: RequestOptions(deadline: .now - .seconds(1)),
+                serializer: DataResponseSerializer())
+        }
+        let message = try #require(timedOutMessage(error), "\(String(describing: error))")
+        #expect(message.contains("deadline"))
+        #expect(try await RetryTests.stats(name)["requests"] == 0)
+    }
+
+    @Test func aTransferEndsAtTheCallersDeadline() async throws {
+        let api = try await faultManager()
+        // A body dripped over about 5 s, with a deadline 1 s away and no resource timeout.
+        let error = await capturedError {
+            _ = try await api.GET(
+                "drip", parameters: ["n": 10, "delay": 500], options: RequestOptions(deadline: .now + .seconds(1)),
+                serializer: DataResponseSerializer())
+        }
+        guard case .timedOut = error as? CourierError else {
+            Issue.record("expected timedOut, got \(String(describing: error))")
+            return
+        }
+    }
+
+    @Test func interceptorsSeeTheCallersDeadlineWhenItComesFirst() async throws {
+        let seen = Locked<ContinuousClock.Instant?>(nil)
+        let spy = Interceptor(adapt: { request, context in
+            seen.withLock { $0 = context.deadline }
+            return request
+        })
+        let api = try await faultManager {
+            $0.interceptors = [spy]
+            $0.resourceTimeout = .seconds(600)
+        }
+        let deadline = ContinuousClock.now + .seconds(60)
+        _ = try await api.GET(
+            "bytes", parameters: ["n": 1], options: RequestOptions(deadline: deadline),
+            serializer: DataResponseSerializer())
+        #expect(seen.withLock { $0 } == deadline)
+        // A later deadline leaves the resource timeout in charge.
+        _ = try await api.GET(
+            "bytes", parameters: ["n": 1], options: RequestOptions(deadline: .now + .seconds(6_000)),
+            serializer: DataResponseSerializer())
+        #expect(try #require(seen.withLock { $0 }) <= ContinuousClock.now + .seconds(600))
+    }
 }

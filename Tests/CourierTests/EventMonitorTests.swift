@@ -188,6 +188,40 @@ import Testing
         #expect(echo["headers"]["User-Agent"].stringValue == request.headerFields[.userAgent])
         #expect(echo["data"].stringValue == #"{"quote": "it's"}"#)
     }
+
+    @Test func aRequestsOwnMonitorHearsOnlyOfIt() async throws {
+        let session = Recorder()
+        let own = Recorder()
+        let api = try await httpbinManager { $0.eventMonitors = [session] }
+        // Its own call (redirected once) among others on the same session, at the same time.
+        async let others: [JSON] = withThrowingTaskGroup(of: JSON.self) { group in
+            for _ in 0..<4 { group.addTask { try await api.GET("get") } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let response = try await api.request(
+            .get, "redirect/1", options: RequestOptions(eventMonitors: [own]), serializer: JSONResponseSerializer())
+        #expect(response.status == .ok)
+        #expect(try await others.count == 4)
+        let names = await own.names(waitingFor: 7)
+        #expect(
+            names == ["created", "adapted", "attemptStarted", "responseHead", "redirected", "responseHead", "finished"])
+        let ownEvents = own.events.withLock { $0 }
+        let id = try #require(ownEvents.first?.requestID)
+        #expect(ownEvents.allSatisfy { $0.requestID == id })
+        // The session's monitors heard of every call, this one's events included.
+        #expect(await session.names(waitingFor: 7 + 4 * 5).filter { $0 == "finished" }.count == 5)
+        #expect(session.events.withLock { $0.filter { $0.requestID == id }.map(\.name) } == names)
+    }
+
+    @Test func aRequestsOwnMonitorHearsOfItsFailure() async throws {
+        let own = Recorder()
+        let api = try await faultManager()
+        await #expect(throws: CourierError.self) {
+            let _: Data = try await api.GET(
+                "status/404", options: RequestOptions(eventMonitors: [own]), serializer: DataResponseSerializer())
+        }
+        #expect(await own.names(waitingFor: 5).last == "failed")
+    }
 }
 
 extension RequestEvent {
