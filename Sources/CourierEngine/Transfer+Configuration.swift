@@ -129,6 +129,7 @@ extension Transfer {
         }
         if let proxy = options.proxy {
             courier_easy_setopt_string(easy, CURLOPT_PROXY, proxy)
+            if options.ignoresNoProxyVariable { courier_easy_setopt_string(easy, CURLOPT_NOPROXY, "") }
         } else if options.bypassesProxies {
             courier_easy_setopt_string(easy, CURLOPT_NOPROXY, "*")
         }
@@ -137,15 +138,18 @@ extension Transfer {
     /// Trust, versions and the client identity: session-wide.
     private static func configureTLS(_ easy: UnsafeMutableRawPointer, _ options: TransferOptions) {
         // A file or directory given replaces libcurl's built-in one of the same kind; without
-        // the system's trust, the other built-in goes too (NULL disables it).
-        if let path = options.caFilePath {
-            courier_easy_setopt_string(easy, CURLOPT_CAINFO, path)
+        // the system's trust, the other built-in goes too (NULL disables it). The environment's
+        // (`SSL_CERT_FILE`, `SSL_CERT_DIR`) stand for the system's.
+        let file = options.caFilePath ?? (options.trustsSystemCAs ? options.environmentCAFile : nil)
+        let directory = options.caDirectoryPath ?? (options.trustsSystemCAs ? options.environmentCADirectory : nil)
+        if let file {
+            courier_easy_setopt_string(easy, CURLOPT_CAINFO, file)
         } else if !options.trustsSystemCAs {
             courier_easy_setopt_pointer(easy, CURLOPT_CAINFO, nil)
         }
-        if let path = options.caDirectoryPath {
-            courier_easy_setopt_string(easy, CURLOPT_CAPATH, path)
-        } else if !options.trustsSystemCAs || (options.caFilePath == nil && CurlRuntime.systemCAFile != nil) {
+        if let directory {
+            courier_easy_setopt_string(easy, CURLOPT_CAPATH, directory)
+        } else if !options.trustsSystemCAs || (file == nil && CurlRuntime.systemCAFile != nil) {
             // Only the system's trust: its bundle file alone, so that libcurl parses it once per
             // session rather than once per connection (see `CurlRuntime.systemCAFile`).
             courier_easy_setopt_pointer(easy, CURLOPT_CAPATH, nil)

@@ -191,6 +191,14 @@ package struct TransferOptions: Sendable, Equatable {
     /// is told so (`CURLOPT_NOPROXY` "*") rather than reading five environment variables for
     /// every request (`getenv` scans the whole environment each time).
     package var bypassesProxies = false
+    /// The proxy is the configuration's and the environment is not trusted: libcurl is told
+    /// that no host goes direct (`CURLOPT_NOPROXY` ""), rather than reading `NO_PROXY`.
+    package var ignoresNoProxyVariable = false
+    /// What the environment says of the system's trust (`SSL_CERT_FILE`, `SSL_CERT_DIR`), read
+    /// when the session was made: in place of libcurl's built-in CA bundle and directory while
+    /// the system's CAs are trusted.
+    package var environmentCAFile: String?
+    package var environmentCADirectory: String?
 }
 
 /// Which HTTP version to ask libcurl for (`CURLOPT_HTTP_VERSION`).

@@ -158,42 +158,4 @@ import Testing
         let reply: JSON = try await api.GET("get")
         #expect(reply["proxyAuthorization"] != .null)
     }
-
-    // Without a configured proxy, libcurl's environment variables choose one. A session whose
-    // environment names none tells libcurl so once (CURLOPT_NOPROXY "*"); these prove that a
-    // proxy named in the environment is still used, and NO_PROXY still honoured, in a child
-    // process whose environment the test sets.
-
-    private func helperGET(_ url: URL, environment: [String: String]) async throws -> JSON {
-        var environment = environment
-        for name in ["http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"]
-        where environment[name] == nil {
-            environment[name] = ""  // none inherited from the test's own environment
-        }
-        let helper = try HelperProcess(["get", url.absoluteString], environment: environment)
-        let line = try await helper.line { $0.hasPrefix("{") }
-        #expect(await helper.exitStatus() == 0)
-        return try JSONDecoder().decode(JSON.self, from: Data(line.utf8))
-    }
-
-    @Test func aProxyNamedInTheEnvironmentIsUsed() async throws {
-        let proxy = try await TestServers.fault()
-        let target = try await TestServers.httpbin().appendingPathComponent("get")
-        let port = try #require(proxy.port)
-        let reply = try await helperGET(
-            target, environment: ["http_proxy": "http://courier:proxy-secret@127.0.0.1:\(port)"])
-        #expect(reply["proxied"] == .string(target.absoluteString))
-        #expect(reply["proxyAuthorization"] != .null)
-    }
-
-    @Test func noProxyInTheEnvironmentSendsMatchingHostsDirect() async throws {
-        let proxy = try await TestServers.fault()
-        let target = try await TestServers.httpbin().appendingPathComponent("get")
-        let port = try #require(proxy.port)
-        let reply = try await helperGET(
-            target,
-            environment: ["http_proxy": "http://courier:proxy-secret@127.0.0.1:\(port)", "NO_PROXY": "127.0.0.1"])
-        #expect(reply["proxied"] == nil)
-        #expect(reply["url"] == .string(target.absoluteString))  // httpbin's own echo
-    }
 }

@@ -135,11 +135,23 @@ public struct HTTPSessionConfiguration: Sendable {
     /// ephemeral ones, 0 for background ones (which run no data tasks).
     public var cacheCapacity: Int64 = 0
     /// The proxy every request goes through (`http://host:port`; libcurl also takes `https://`
-    /// and `socks5://` proxies). nil: libcurl's own choice from the environment (`http_proxy`,
-    /// `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY`), as the curl tool does. Credentials for it come
-    /// from the session's credential store (a protection space with `isProxy`) or, on a 407,
-    /// from the challenge handler.
+    /// and `socks5://` proxies). nil: the environment's (`http_proxy`, `HTTPS_PROXY`,
+    /// `ALL_PROXY`, with `NO_PROXY`), as the curl tool reads them, while
+    /// ``trustsEnvironment`` is true; none otherwise. Credentials for it come from the
+    /// session's credential store (a protection space with `isProxy`) or, on a 407, from the
+    /// challenge handler.
     public var proxy: URL?
+    /// Whether the process's environment configures the session, as it does curl, Go's
+    /// `net/http`, Python's requests and httpx: the proxy variables (`http_proxy`,
+    /// `HTTPS_PROXY`/`https_proxy`, `ALL_PROXY`/`all_proxy`, and `NO_PROXY`/`no_proxy` for the
+    /// hosts that go direct) when ``proxy`` is nil, and OpenSSL's `SSL_CERT_FILE` and
+    /// `SSL_CERT_DIR` in place of the system's CA bundle and directory while
+    /// `tls.trustsSystemCertificates` is true. Read once, when the manager is made. Default
+    /// true: containers and corporate networks set these for every program in them. False: none
+    /// is read, so a session's trust and route are exactly its configuration (a service that
+    /// fetches URLs users give it, or one that must not follow a variable set for something
+    /// else).
+    public var trustsEnvironment = true
     /// How TLS connections are checked: trust, versions, pins, the client certificate.
     public var tls = TLSConfiguration()
     /// Whether the server's TLS certificate and host name are verified (``tls``'s

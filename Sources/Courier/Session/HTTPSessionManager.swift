@@ -133,9 +133,13 @@ open class HTTPSessionManager {
                 additionalHeaders: configuration.additionalHeaders,
                 acceptsCompressedResponses: configuration.acceptsCompressedResponses))
         self.runsHooks = type(of: self) != HTTPSessionManager.self
-        let proxies = ProxySettings(configured: configuration.proxy)
+        let environment = configuration.trustsEnvironment ? ProcessInfo.processInfo.environment : [:]
+        let proxies = ProxySettings(configured: configuration.proxy, environment: environment)
         var transferOptions = configuration.transferOptions
         transferOptions.bypassesProxies = proxies.isEmpty
+        transferOptions.ignoresNoProxyVariable = !configuration.trustsEnvironment
+        transferOptions.environmentCAFile = environment["SSL_CERT_FILE"].flatMap { $0.isEmpty ? nil : $0 }
+        transferOptions.environmentCADirectory = environment["SSL_CERT_DIR"].flatMap { $0.isEmpty ? nil : $0 }
         self.transferOptions = transferOptions
         self.proxies = proxies
         let storage = configuration.resolvedStorageDirectory  // reads the environment: once

@@ -6,7 +6,9 @@
 //   CourierTestHelper ephemeral HTTPBIN_URL
 //   CourierTestHelper cookies-set HTTPBIN_URL          (default session, storage from XDG_CACHE_HOME)
 //   CourierTestHelper cookies-echo HTTPBIN_URL
-//   CourierTestHelper get URL                           (ephemeral session; prints the body)
+//   CourierTestHelper get URL [ignoring-environment] [proxy=URL]
+//                                                        (ephemeral session; prints the body;
+//                                                         trustsEnvironment false, a proxy)
 //   CourierTestHelper openssl-at-exit URL STORAGE CA    (a GET on a default session, then
 //                                                         returns from main; prints whether
 //                                                         OpenSSL's state outlived the exit
@@ -105,7 +107,12 @@ do {
         say(String(decoding: try JSONEncoder().encode(echo["cookies"]), as: UTF8.self))
 
     case "get":
-        let api = HTTPSessionManager(configuration: .ephemeral)
+        var configuration = HTTPSessionConfiguration.ephemeral
+        for option in arguments.dropFirst(2) {
+            if option == "ignoring-environment" { configuration.trustsEnvironment = false }
+            if option.hasPrefix("proxy=") { configuration.proxy = URL(string: String(option.dropFirst(6))) }
+        }
+        let api = HTTPSessionManager(configuration: configuration)
         let body = try await api.GET(arguments[1], serializer: StringResponseSerializer())
         say(body.replacingOccurrences(of: "\n", with: " "))
 
