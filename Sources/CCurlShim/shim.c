@@ -10,6 +10,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -104,6 +105,23 @@ const void *courier_engine_thread_owner(void) {
 
 int courier_open_socket(const struct curl_sockaddr *address) {
     return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+}
+
+#ifndef IPPROTO_MPTCP
+#define IPPROTO_MPTCP 262
+#endif
+
+int courier_open_multipath_socket(const struct curl_sockaddr *address) {
+    if ((address->socktype & 0xF) == SOCK_STREAM && (address->protocol == IPPROTO_TCP || address->protocol == 0)
+        && (address->family == AF_INET || address->family == AF_INET6)) {
+        int fd = socket(address->family, address->socktype | SOCK_CLOEXEC, IPPROTO_MPTCP);
+        if (fd >= 0) return fd;
+    }
+    return courier_open_socket(address);
+}
+
+int courier_socket_set_user_timeout(int fd, unsigned int milliseconds) {
+    return setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &milliseconds, sizeof milliseconds);
 }
 
 int courier_socket_local_port(int fd) {

@@ -125,6 +125,18 @@ struct CourierCommand: AsyncParsableCommand {
 
     @Option(
         name: .long,
+        help: "Send from this local address (10.0.0.7, ::1) or network interface (eth1), as curl --interface.")
+    var interface: String?
+
+    @Option(
+        name: .long,
+        help:
+            "Fail when the response body (decoded) is larger than N bytes, whether printed, streamed or downloaded (exit status 1)."
+    )
+    var maxSize: Int64?
+
+    @Option(
+        name: .long,
         help:
             "Retry a failed idempotent request up to N times (0 to 100): cannot connect, timed out, connection lost, and the statuses 408, 429, 500, 502, 503 and 504; backoff from 0.5 s up to 10 s a wait, or the server's Retry-After."
     )
@@ -166,6 +178,7 @@ struct CourierCommand: AsyncParsableCommand {
         if key != nil && cert == nil { throw ValidationError("--key goes with --cert") }
         if let auth, Self.userAndPassword(auth) == nil { throw ValidationError("--auth takes USER:PASSWORD") }
         if auth != nil && bearer != nil { throw ValidationError("--auth and --bearer exclude each other") }
+        if let maxSize, maxSize < 0 { throw ValidationError("--max-size takes a number of bytes, 0 or more") }
         if let proxy, Self.proxyURL(proxy) == nil {
             throw ValidationError("--proxy takes an http:// or https:// URL, not '\(proxy)'")
         }
@@ -212,6 +225,12 @@ struct CourierCommand: AsyncParsableCommand {
         return override.isValid ? override : nil
     }
 
+    /// `--interface`: an IP address is a source address, anything else an interface's name.
+    static func source(_ text: String) -> SocketOptions.Source {
+        let address = SocketOptions.Source.address(text)
+        return address.isValidAddress ? address : .interface(text)
+    }
+
     /// The session's TLS, socket and protocol choices from the options.
     func apply(to configuration: inout HTTPSessionConfiguration, host: String?, bearer: String?) {
         configuration.verifiesTLSCertificates = !insecure
@@ -234,6 +253,7 @@ struct CourierCommand: AsyncParsableCommand {
         if http3Only { configuration.httpVersion = .http3 }
         if let bearer { configuration.additionalHeaders["Authorization"] = "Bearer \(bearer)" }
         if let proxy { configuration.proxy = Self.proxyURL(proxy) }
+        if let interface { configuration.socket.source = Self.source(interface) }
         // One command is one request: no budget shared across requests and no deadline stop
         // short of the N retries asked for.
         if retry > 0 {
@@ -252,12 +272,13 @@ struct CourierCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let invocation: Invocation
+        var invocation: Invocation
         do {
             invocation = try Invocation(arguments: arguments, form: form)
         } catch {
             throw ValidationError("\(error)")
         }
+        if let maxSize { invocation.options.maximumResponseSize = maxSize }
         // --session: what the last run kept, with this run's --auth or --bearer in its place.
         var kept: (file: URL, session: CLISession)?
         // The credential this run sends: its own, else the session's unless that one was given
@@ -385,9 +406,11 @@ struct CourierCommand: AsyncParsableCommand {
         let (head, body): (HTTPResponse, ByteStream)
         if case .data(let data) = invocation.body {
             (head, body) = try await api.stream(
-                invocation.method, invocation.url, body: .data(data), headers: invocation.headers)
+                invocation.method, invocation.url, body: .data(data), headers: invocation.headers,
+                options: invocation.options)
         } else {
-            (head, body) = try await api.stream(invocation.method, invocation.url, headers: invocation.headers)
+            (head, body) = try await api.stream(
+                invocation.method, invocation.url, headers: invocation.headers, options: invocation.options)
         }
         let type = head.headerFields[.contentType]?.lowercased() ?? ""
         var gathered: Data?

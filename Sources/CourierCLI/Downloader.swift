@@ -79,7 +79,11 @@ struct Downloader {
                 }
             }
         }
-        return (api.downloadTask(invocation.url, headers: invocation.headers, to: destination, options: options), nil)
+        return (
+            api.downloadTask(
+                invocation.url, headers: invocation.headers, requestOptions: invocation.options, to: destination,
+                options: options), nil
+        )
     }
 
     private static func save(_ resumeData: ResumeData?, to file: URL) {

@@ -18,6 +18,8 @@ struct Invocation {
     var url: String
     var headers: [String: String] = [:]
     var body = Body.none
+    /// The request's own options (`--max-size`), for every way it is sent.
+    var options = RequestOptions()
 
     init(arguments: [String], form: Bool) throws {
         var arguments = arguments[...]
@@ -113,9 +115,10 @@ struct Invocation {
         let upload: UploadBody
         switch body {
         case .none:
-            return try await api.request(method, url, headers: headers, serializer: serializer)
+            return try await api.request(method, url, headers: headers, options: options, serializer: serializer)
         case .data(let data):
-            return try await api.request(method, url, body: data, headers: headers, serializer: serializer)
+            return try await api.request(
+                method, url, body: data, headers: headers, options: options, serializer: serializer)
         case .file(let file):
             upload = .file(file)
         case .multipart(let fields, let files):
@@ -124,7 +127,7 @@ struct Invocation {
             for (name, file) in files { try form.append(fileAt: file, name: name) }
             upload = .multipart(form)
         }
-        let task = api.uploadTask(method, url, body: upload, headers: headers, serializer: serializer)
+        let task = api.uploadTask(method, url, body: upload, headers: headers, options: options, serializer: serializer)
         if let progress {
             Task { for await value in task.uploadProgress { progress.show(value, verb: "uploaded") } }
         }

@@ -75,14 +75,18 @@ package final class CurlEngine: @unchecked Sendable {
         var maximumBytesPerSecond: Int64?
         /// The cookie engine: nil for none (no transfer of the session handles cookies).
         var cookies: CookieSettings?
+        /// How the session's connections are opened, for those no request's options decide
+        /// (a WebSocket's; see `transferOpenSocketCallback`).
+        var socket: SocketOptions
 
         /// Enough idle connections for every host the session talks to at full width, up to
         /// the total limit when there is one.
         package init(
             maximumConnectionsPerHost: Int = 6, maximumTotalConnections: Int = 0,
             maximumStreamsPerConnection: Int = 1000, maximumConcurrentTransfers: Int = 0,
-            maximumBytesPerSecond: Int64? = nil, cookies: CookieSettings? = nil
+            maximumBytesPerSecond: Int64? = nil, cookies: CookieSettings? = nil, socket: SocketOptions = SocketOptions()
         ) {
+            self.socket = socket
             self.maximumConnectionsPerHost = maximumConnectionsPerHost
             self.maximumTotalConnections = maximumTotalConnections
             self.maximumStreamsPerConnection = maximumStreamsPerConnection
@@ -112,7 +116,7 @@ package final class CurlEngine: @unchecked Sendable {
     }
 
     private let inbox: Locked<Inbox>
-    private let limits: Limits
+    let limits: Limits
     let epollFD: Int32
     private let wakeFD: Int32
 
@@ -760,11 +764,14 @@ package final class CurlEngine: @unchecked Sendable {
     /// routinely (acknowledgements, new connection IDs, session tickets), which is no sign of
     /// a closed or misbehaving connection, and libcurl reads it when the connection is next
     /// used. Retiring it made every pause between requests cost a new QUIC handshake.
-    fileprivate func openSocket(_ address: UnsafeMutablePointer<curl_sockaddr>) -> Int32 {
-        let socket = courier_open_socket(address)
+    fileprivate func openSocket(_ address: UnsafeMutablePointer<curl_sockaddr>, _ options: SocketOptions) -> Int32 {
+        let socket = options.multipath ? courier_open_multipath_socket(address) : courier_open_socket(address)
         if socket >= 0 {
             // The type without its flags: libcurl 8.x passes SOCK_CLOEXEC in it too.
             let isStream = address.pointee.socktype & 0xF == Int32(SOCK_STREAM.rawValue)
+            if isStream, let timeout = options.userTimeout {
+                courier_socket_set_user_timeout(socket, UInt32(clamping: max(timeout.curlMilliseconds, 1)))
+            }
             var entry = SocketTable.Entry(interest: nil, parked: false, isConnection: isStream)
             entry.opened = courier_monotonic_nanoseconds()
             sockets[socket] = entry
@@ -828,10 +835,19 @@ private let engineSocketCallback: curl_socket_callback = { easy, socket, what, u
     return 0
 }
 
-/// CURLOPT_OPENSOCKETFUNCTION (set on every easy handle with the engine as its data).
+/// CURLOPT_OPENSOCKETFUNCTION (set on every easy handle with the engine as its data): a
+/// connection opened as the session's socket options say.
 let engineOpenSocketCallback: curl_opensocket_callback = { userdata, _, address in
     let engine = Unmanaged<CurlEngine>.fromOpaque(userdata!).takeUnretainedValue()
-    return engine.openSocket(address!)
+    return engine.openSocket(address!, engine.limits.socket)
+}
+
+/// CURLOPT_OPENSOCKETFUNCTION of a transfer whose socket options are its own or ask for
+/// something only the opening can do (MPTCP, the user timeout), with the transfer as its data
+/// (set for every hop, so it never names an earlier transfer).
+let transferOpenSocketCallback: curl_opensocket_callback = { userdata, _, address in
+    let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
+    return transfer.engine.openSocket(address!, transfer.current.sharedOptions.value.socket)
 }
 
 /// CURLOPT_CLOSESOCKETFUNCTION (set on every easy handle with the engine as its data).

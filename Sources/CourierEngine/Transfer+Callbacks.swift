@@ -94,6 +94,15 @@ extension Transfer {
         decoder = makeDecoder()
         // With a coding, Content-Length counts coded bytes, not what we receive.
         expectedBytes = head.hasContentEncoding || head.hasTransferCoding ? nil : head.contentLength
+        if let limit = current.sharedOptions.value.maximumBodySize, let expectedBytes, expectedBytes > limit,
+            !hop.isHead, head.statusCode != 204, head.statusCode != 304
+        {
+            // Refused from its Content-Length (when a body follows), before a byte of it goes
+            // to the sink.
+            callbackFailure = .responseTooLarge(
+                .init(response: head.response, message: "The response body is larger than the limit of \(limit) bytes"))
+            return 0
+        }
         if let failure = sink.begin(head, expectedLength: expectedBytes) {
             callbackFailure = failure
             return 0  // aborts the transfer with CURLE_WRITE_ERROR
@@ -155,6 +164,7 @@ extension Transfer {
             return courier_write_func_pause
         }
         if let decoder { return receiveCoded(bytes, decoder) }
+        if let error = limitExceeded(adding: bytes.count) { return fail(error, bytes) }
         switch sink.write(bytes) {
         case .accepted:
             if !flushScheduled, sink.needsFlush {
@@ -182,6 +192,10 @@ extension Transfer {
         let scratch = engine.decodingScratch()
         var failure: CourierError?
         let deliver: (UnsafeRawBufferPointer) -> SinkWrite = { piece in
+            if let error = self.limitExceeded(adding: piece.count) {
+                failure = error
+                return .failed(error)
+            }
             let result = self.sink.write(piece)
             switch result {
             case .accepted:
@@ -211,6 +225,7 @@ extension Transfer {
                 input = UnsafeRawBufferPointer(rebasing: bytes[skipped...])
             }
             if input.isEmpty { return bytes.count }
+            codedBytes += Int64(input.count)
             if try !decoder.decode(input, scratch: scratch, deliver: deliver) {
                 if let failure { return fail(failure, bytes) }
                 redelivered = bytes.count
@@ -221,6 +236,28 @@ extension Transfer {
         } catch {
             return fail(.invalidResponse(.init(message: error.message)), bytes)
         }
+    }
+
+    /// Why `count` more decoded body bytes may not go to the sink: past the request's size
+    /// limit, or more than the decompression ratio allows for the coded bytes received (once
+    /// 64 KiB are decoded: a small body may shrink by more than any ratio a large one should).
+    /// nil when they may. The transfer adds the URL and the response when it reports it.
+    private func limitExceeded(adding count: Int) -> CourierError? {
+        let options = current.sharedOptions
+        let total = receivedBytes + Int64(count)
+        if let limit = options.value.maximumBodySize, total > limit {
+            return .responseTooLarge(.init(message: "The response body is larger than the limit of \(limit) bytes"))
+        }
+        if let ratio = options.value.maximumDecompressionRatio.map({ Int64(max($0, 1)) }), decoder != nil,
+            total > 64 << 10, codedBytes <= Int64.max / ratio, total > codedBytes * ratio
+        {
+            return .responseTooLarge(
+                .init(
+                    message:
+                        "The response body decodes to more than \(ratio) times its \(codedBytes) coded bytes (maximumDecompressionRatio)"
+                ))
+        }
+        return nil
     }
 
     /// Answers libcurl's delivery of `bytes` with "pause": the sink is behind.

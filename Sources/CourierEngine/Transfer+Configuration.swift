@@ -26,6 +26,14 @@ extension Transfer {
             courier_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, min(max(1, left), Int(Int32.max)))
         }
         let me = Unmanaged.passUnretained(self).toOpaque()
+        if let problem = current.sharedOptions.value.socket.source?.problem {
+            throw .cannotConnect(.init(url: current.url, message: problem))
+        }
+        if current.sharedOptions.value.socket.opensItself {
+            // Set for every hop: the callback's data is this transfer.
+            courier_easy_setopt_opensocket_function(easy, transferOpenSocketCallback)
+            courier_easy_setopt_pointer(easy, CURLOPT_OPENSOCKETDATA, me)
+        }
         if current.sharedOptions.value.httpVersion.involvesHTTP3 { try configureHTTP3(easy, current) }
         try check(courier_easy_setopt_string(easy, CURLOPT_URL, prepared.url), easy)
         // Set (or cleared) on every hop: a reused handle still points at its last transfer's.
@@ -106,6 +114,7 @@ extension Transfer {
             courier_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, total.curlMilliseconds)
         }
         courier_easy_setopt_long(easy, CURLOPT_MAXAGE_CONN, options.connectionIdleTimeout.curlSeconds)
+        Self.configureSocket(easy, options.socket)
         // The age of an idle connection is libcurl's to check (7.80 on); the engine checks a
         // connection's age and requests as each transfer on it ends (`CurlEngine.retireIfSpent`).
         if let age = options.maximumConnectionAge {
@@ -136,6 +145,30 @@ extension Transfer {
     }
 
     /// Trust, versions and the client identity: session-wide.
+    /// The socket options libcurl applies itself; MPTCP and the user timeout are the open-socket
+    /// callback's (`CurlEngine.openSocket`).
+    private static func configureSocket(_ easy: UnsafeMutableRawPointer, _ socket: SocketOptions) {
+        // Without libcurl's `host!` and `if!` prefixes: from 8.6 or so libcurl keeps a prefixed
+        // source apart from the one it compares when choosing a connection to reuse, and a
+        // request from one source would be sent on a connection from another. Unprefixed,
+        // libcurl tries the text as an interface name, then as an address; `configure` has made
+        // sure it is the one the source says (`SocketOptions.Source.problem`).
+        switch socket.source {
+        case .address(let text), .interface(let text): courier_easy_setopt_string(easy, CURLOPT_INTERFACE, text)
+        case nil: break
+        }
+        switch socket.addressFamily {
+        case .ipv4: courier_easy_setopt_long(easy, CURLOPT_IPRESOLVE, Int(CURL_IPRESOLVE_V4))
+        case .ipv6: courier_easy_setopt_long(easy, CURLOPT_IPRESOLVE, Int(CURL_IPRESOLVE_V6))
+        case .any: break
+        }
+        if let keepAlive = socket.keepAlive {
+            courier_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
+            courier_easy_setopt_long(easy, CURLOPT_TCP_KEEPIDLE, keepAlive.idle.curlSeconds)
+            courier_easy_setopt_long(easy, CURLOPT_TCP_KEEPINTVL, keepAlive.interval.curlSeconds)
+        }
+    }
+
     private static func configureTLS(_ easy: UnsafeMutableRawPointer, _ options: TransferOptions) {
         // A file or directory given replaces libcurl's built-in one of the same kind; without
         // the system's trust, the other built-in goes too (NULL disables it). The environment's

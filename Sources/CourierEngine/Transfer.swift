@@ -113,6 +113,8 @@ final class Transfer: @unchecked Sendable {
     /// so the callbacks enforce it with a token bucket, as they do the session's limit.
     @EngineConfined var bandwidth: BandwidthBucket?
     @EngineConfined var receivedBytes: Int64 = 0
+    /// Coded body bytes given to the decoder this hop (for `maximumDecompressionRatio`).
+    @EngineConfined var codedBytes: Int64 = 0
     @EngineConfined var sentBytes: Int64 = 0
     @EngineConfined var expectedBytes: Int64?
     /// The sink's bytes from before this response (a resumed download): progress starts there.
@@ -293,6 +295,7 @@ final class Transfer: @unchecked Sendable {
         discardedBytes = 0
         cutRedirectBody = false
         receivedBytes = 0
+        codedBytes = 0
         sentBytes = 0
         expectedBytes = nil
         callbackFailure = nil

@@ -75,6 +75,14 @@ extension RequestPipeline {
         if let path = choices.unixSocketPath { options.unixSocketPath = path }
         if let waits = choices.waitsForConnectivity { options.waitsForConnectivity = waits }
         if let version = choices.httpVersion { options.httpVersion = version }
+        if let socket = choices.socket { options.socket = socket }
+        if let size = choices.maximumResponseSize {
+            options.maximumResponseSize = size
+            options.maximumBodySize = size
+        }
+        if let ratio = choices.maximumDecompressionRatio { options.maximumDecompressionRatio = ratio }
+        if let proxy = choices.proxy { options.proxy = proxy.absoluteString }
+        if let timeout = choices.connectTimeout { options.connectTimeout = timeout }
         if let redirects = choices.redirects {
             options.followRedirects = redirects.follows
             options.maximumRedirects = redirects.maximum

@@ -2,6 +2,7 @@
 import CourierSerialization
 import CourierStorage
 import CourierTransport
+import Foundation
 import HTTPTypes
 
 /// Per-request choices that differ from the session's configuration. Every kind of task
@@ -51,6 +52,11 @@ public struct RequestOptions: Sendable {
         var httpVersion: HTTPVersionPreference? = nil
         var deadline: ContinuousClock.Instant? = nil
         var eventMonitors: [any EventMonitor] = []
+        var socket: SocketOptions? = nil
+        var maximumResponseSize: Int64? = nil
+        var maximumDecompressionRatio: Int? = nil
+        var proxy: URL? = nil
+        var connectTimeout: Duration? = nil
     }
 
     /// The box, made this value's own first if another value shares it.
@@ -185,6 +191,57 @@ public struct RequestOptions: Sendable {
         set { unique().fields.eventMonitors = newValue }
     }
 
+    /// How this call's connections are opened (nil: the configuration's `socket`): sent from
+    /// another address or interface, over one IP version, with other keep-alive or timeout
+    /// settings, for connections opened for it. With a `source`, it is only sent on a
+    /// connection from that source; the other options do not keep it off a connection to its
+    /// server opened with different ones.
+    ///
+    /// ```swift
+    /// var options = RequestOptions()
+    /// options.socket = SocketOptions()
+    /// options.socket?.source = .address("10.1.0.5")    // this tenant's egress address
+    /// let report = try await api.GET("report", options: options, serializer: DataResponseSerializer())
+    /// ```
+    public var socket: SocketOptions? {
+        get { storage.fields.socket }
+        set { unique().fields.socket = newValue }
+    }
+
+    /// The most body bytes (after content decoding) this call takes, whatever it is: a body in
+    /// memory, a byte stream, a download. More fail it with `responseTooLarge`, at once when
+    /// the response's `Content-Length` says so, else as the bytes arrive (a download keeps what
+    /// it has for resuming). nil: the configuration's `maximumResponseSize` for bodies in
+    /// memory, no limit for streams and downloads.
+    public var maximumResponseSize: Int64? {
+        get { storage.fields.maximumResponseSize }
+        set { unique().fields.maximumResponseSize = newValue }
+    }
+
+    /// Decoded bytes allowed per compressed byte received for this call (nil: the
+    /// configuration's `maximumDecompressionRatio`).
+    public var maximumDecompressionRatio: Int? {
+        get { storage.fields.maximumDecompressionRatio }
+        set { unique().fields.maximumDecompressionRatio = newValue }
+    }
+
+    /// The proxy this call goes through (nil: the configuration's `proxy`, or the
+    /// environment's). Its credentials come from the session's credential store under the
+    /// proxy's protection space (`isProxy`), from the URL's user info, or from the challenge
+    /// handler on a 407, as a session's proxy's do. A call through another proxy than an open
+    /// connection's does not reuse it.
+    public var proxy: URL? {
+        get { storage.fields.proxy }
+        set { unique().fields.proxy = newValue }
+    }
+
+    /// Making this call's connection (and its TLS handshake) may take at most this long (nil:
+    /// the configuration's `connectTimeout`).
+    public var connectTimeout: Duration? {
+        get { storage.fields.connectTimeout }
+        set { unique().fields.connectTimeout = newValue }
+    }
+
     /// Options that change only the call's event monitors (see ``eventMonitors``).
     public init(eventMonitors: [any EventMonitor]) {
         var fields = Fields()
@@ -231,7 +288,8 @@ public struct RequestOptions: Sendable {
     var changesTransfer: Bool {
         guard storage !== Storage.defaults else { return false }
         return handlesCookies != nil || requestTimeout != nil || resourceTimeout != nil || redirects != nil
-            || unixSocketPath != nil || waitsForConnectivity != nil || httpVersion != nil
+            || unixSocketPath != nil || waitsForConnectivity != nil || httpVersion != nil || socket != nil
+            || maximumResponseSize != nil || maximumDecompressionRatio != nil || proxy != nil || connectTimeout != nil
     }
 }
 

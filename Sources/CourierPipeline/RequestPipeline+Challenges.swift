@@ -12,16 +12,25 @@ extension RequestPipeline {
         package var proxy: Credential?
     }
 
-    /// What the credential store has for a request to `urlString` and for its proxy. An empty
-    /// store (the common case) costs no URL parsing.
-    func storedCredentials(for urlString: String) -> CredentialPair {
+    /// What the credential store has for a request to `urlString` and for its proxy (`proxy`
+    /// when the call has one of its own). An empty store (the common case) costs no URL parsing.
+    func storedCredentials(for urlString: String, proxy: URL? = nil) -> CredentialPair {
         guard !credentials.isEmpty, let url = URL(string: urlString) else { return CredentialPair() }
         let server = ProtectionSpace(url: url).flatMap { space in
             credentials.credential(for: space).map { ScopedCredential($0, for: space) }
         }
         return CredentialPair(
             server: server.map { [$0] } ?? [],
-            proxy: proxies.protectionSpace(for: url).flatMap { credentials.credential(for: $0) })
+            proxy: proxySpace(for: url, proxy).flatMap { credentials.credential(for: $0) })
+    }
+
+    /// The protection space of the proxy a request to `url` goes through: the call's own
+    /// `proxy`, else the session's (or the environment's) for the URL's scheme; nil for none.
+    func proxySpace(for url: URL, _ proxy: URL?) -> ProtectionSpace? {
+        guard let proxy else { return proxies.protectionSpace(for: url) }
+        var space = ProtectionSpace(url: proxy)
+        space?.isProxy = true
+        return space
     }
 
     /// After a 401 (or a 407 from the proxy) that no credential answered: takes the session's
@@ -33,7 +42,7 @@ extension RequestPipeline {
     /// credential is then scoped to that origin, and the retry, which starts again at the
     /// request's own URL, sends it there only.
     func challengeRetry(
-        after raw: RawResponse, used: CredentialPair, body: RequestBody?, hooks: any SessionHooks
+        after raw: RawResponse, used: CredentialPair, body: RequestBody?, hooks: any SessionHooks, proxy: URL? = nil
     ) async throws -> CredentialPair? {
         let status = raw.status.code
         guard body?.isReplayable ?? true else { return nil }
@@ -59,8 +68,8 @@ extension RequestPipeline {
             space = server
         case 407 where used.proxy == nil:
             (schemes, realm) = AuthenticateHeader.parse(raw.response.headerFields[values: .proxyAuthenticate])
-            guard let proxy = proxies.protectionSpace(for: raw.url) else { return nil }
-            space = proxy
+            guard let proxySpace = proxySpace(for: raw.url, proxy) else { return nil }
+            space = proxySpace
         default:
             return nil
         }

@@ -200,8 +200,9 @@ package final class RequestPipeline: Sendable {
     private func answerChallenge(_ attempt: Attempt) async throws {
         guard let challenge = attempt.response else { return }
         let (used, body, hooks) = (attempt.authentication, attempt.request.body, attempt.call.hooks)
+        let proxy = attempt.call.prepared.call.options.proxy
         let retry = try await withinDeadline(attempt.call, "waiting for a credential to answer a challenge") {
-            try await self.challengeRetry(after: challenge, used: used, body: body, hooks: hooks)
+            try await self.challengeRetry(after: challenge, used: used, body: body, hooks: hooks, proxy: proxy)
         }
         guard let retry, let fields = await attempt.call.fieldsForAnotherTransfer() else { return }
         attempt.prepareAnotherTry(with: retry, adding: fields)
@@ -294,7 +295,7 @@ package final class RequestPipeline: Sendable {
             adapted.url = upgraded
         }
         let urlString = try RequestBuilding.urlString(of: adapted)
-        var authentication = storedCredentials(for: urlString)
+        var authentication = storedCredentials(for: urlString, proxy: prepared.call.options.proxy)
         // The call's credential (or the URL's user info) belongs to the origin the call named,
         // not to wherever an interceptor sends the attempt.
         if let credential = prepared.call.options.credential,

@@ -29,7 +29,7 @@ extension RequestPipeline {
             }
             observers?.adapted(adapted, attempt: 1)
             let urlString = try RequestBuilding.urlString(of: adapted)
-            let stored = storedCredentials(for: urlString)
+            let stored = storedCredentials(for: urlString, proxy: prepared.call.options.proxy)
             let credential =
                 prepared.call.options.credential ?? stored.server.credential(for: URL(string: urlString))
             if let credential, adapted.headerFields[.authorization] == nil {

@@ -147,6 +147,12 @@ package struct TransferOptions: Sendable, Equatable {
     /// Decoded body bytes allowed in memory (checked in the write callback), nil for no limit.
     /// Downloads to files and byte streams have no limit.
     package var maximumResponseSize: Int64?
+    /// Decoded body bytes allowed whatever the sink (memory, a stream, a file), checked as they
+    /// are handed to it; nil for no limit (a request's `maximumResponseSize`).
+    package var maximumBodySize: Int64?
+    /// Decoded bytes allowed per coded byte received, past the first 64 KiB decoded; nil for no
+    /// limit.
+    package var maximumDecompressionRatio: Int?
     package var httpVersion: HTTPVersionPreference = .http2OverTLS
     /// Ask for and decode every content encoding libcurl has (`CURLOPT_ACCEPT_ENCODING` "").
     package var acceptsCompressedResponses = true
@@ -199,6 +205,8 @@ package struct TransferOptions: Sendable, Equatable {
     /// the system's CAs are trusted.
     package var environmentCAFile: String?
     package var environmentCADirectory: String?
+    /// How connections are opened (source, IP version, keep-alive, user timeout, MPTCP).
+    package var socket = SocketOptions()
 }
 
 /// Which HTTP version to ask libcurl for (`CURLOPT_HTTP_VERSION`).

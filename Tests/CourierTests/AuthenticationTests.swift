@@ -147,6 +147,32 @@ import Testing
         #expect(log.all.first?.response.status.code == 407)
     }
 
+    @Test func aCallsOwnProxyTakesItAndItsChallengeIsAnswered() async throws {
+        let proxy = try await TestServers.fault()
+        let target = try await TestServers.httpbin()
+        let api = HTTPSessionManager(baseURL: target, configuration: .ephemeral)
+        let log = ChallengeLog()
+        api.challengeHandler = { challenge in
+            log.record(challenge)
+            return Credential(user: "courier", password: "proxy-secret")
+        }
+        var options = RequestOptions()
+        options.proxy = proxy
+        let reply: JSON = try await api.GET("get", options: options)
+        #expect(reply["proxied"] == .string(target.absoluteString + "get"))
+        // The challenge named the call's proxy, and its answer was kept for it.
+        let space = try #require(log.all.first?.protectionSpace)
+        #expect(space.isProxy)
+        #expect(space.port == proxy.port)
+        let again: JSON = try await api.GET("get", options: options)
+        #expect(again["proxyAuthorization"] != .null)
+        #expect(log.all.count == 1)
+        // The session's other calls go direct: httpbin's own echo.
+        let direct: JSON = try await api.GET("get")
+        #expect(direct["proxied"] == nil)
+        #expect(direct["url"] == .string(target.absoluteString + "get"))
+    }
+
     @Test func aStoredProxyCredentialIsUsedWithoutAChallengeHandler() async throws {
         let (api, proxy, _) = try await proxiedManager()
         let unauthorized = try await api.request(

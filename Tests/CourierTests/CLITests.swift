@@ -112,6 +112,35 @@ import Testing
         #expect(try await Self.courier(["--proxy", "ftp://127.0.0.1", "http://example.test/"]).status != 0)
     }
 
+    @Test func interfaceSendsFromALocalAddress() async throws {
+        let url = try await TestServers.httpbin().appendingPathComponent("ip").absoluteString
+        let run = try await Self.courier(["--interface", "127.0.0.5", url])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try JSON(parsing: run.stdout)["origin"] == "127.0.0.5")
+        // Not an address, so an interface's name: this machine has none of that name.
+        let missing = try await Self.courier(["--interface", "nosuch9", url])
+        #expect(missing.status != 0)
+        #expect(missing.stderr.contains("nosuch9"))
+    }
+
+    @Test func maxSizeRefusesALargerBodyPrintedOrDownloaded() async throws {
+        let fault = try await TestServers.fault()
+        let url = fault.appendingPathComponent("bytes").absoluteString
+        let small = try await Self.courier(["--max-size", "1000", url + "?n=1000"])
+        #expect(small.status == 0, "\(small.stderr)")
+        let large = try await Self.courier(["--max-size", "1000", url + "?n=5000"])
+        #expect(large.status != 0)
+        #expect(large.stderr.contains("limit of 1000 bytes"), "\(large.stderr)")
+        // A chunked body to a file: no length says so first, and no file is left.
+        let directory = try DownloadTests.temporaryDirectory()
+        let file = directory.appendingPathComponent("out.bin")
+        let chunked = fault.appendingPathComponent("chunked").absoluteString + "?n=100000&chunk=1000"
+        let download = try await Self.courier(["--max-size", "10000", "--download", "--output", file.path, chunked])
+        #expect(download.status != 0)
+        #expect(!FileManager.default.fileExists(atPath: file.path))
+        #expect(try await Self.courier(["--max-size", "-1", url]).status != 0)
+    }
+
     @Test func retryTriesAgainAfterTransientStatuses() async throws {
         let fault = try await TestServers.fault()
         func flaky(_ fails: Int) -> String {

@@ -111,6 +111,35 @@ import Testing
         #expect(response.metrics.reusedConnection == true)
     }
 
+    @Test func aCallsConnectTimeoutEndsAHandshakeNobodyAnswers() async throws {
+        // A socket that listens and never accepts: the kernel completes the TCP handshake, and
+        // the TLS handshake that follows gets no answer.
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 && listen(listener, 8) == 0
+            }
+        }
+        try #require(listening)
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        // The session would wait 30 s to connect, and its other timeouts longer; the call, 1 s.
+        let api = HTTPSessionManager(configuration: .ephemeral)
+        var options = RequestOptions()
+        options.connectTimeout = .seconds(1)
+        let error = await capturedError {
+            _ = try await api.GET("https://127.0.0.1:\(port)/", options: options, serializer: DataResponseSerializer())
+        }
+        guard case .timedOut = error as? CourierError else {
+            Issue.record("expected timedOut, got \(String(describing: error))")
+            return
+        }
+    }
+
     @Test func timeoutsFarOutOfRangeAreClampedNotFatal() async throws {
         let durations: [Duration] = [.seconds(Int64.max), .seconds(Int64.min), .zero, .milliseconds(-1)]
         for duration in durations {

@@ -300,6 +300,12 @@ typedef struct {
 
 /// `socket(2)` for the address libcurl is about to connect to, close-on-exec; -1 on failure.
 int courier_open_socket(const struct curl_sockaddr *address);
+/// A TCP socket for `address` as a Multipath TCP one (IPPROTO_MPTCP) where the kernel has it,
+/// a plain one otherwise (an old kernel, MPTCP turned off, or not TCP); like
+/// `courier_open_socket` in every other respect.
+int courier_open_multipath_socket(const struct curl_sockaddr *address);
+/// TCP_USER_TIMEOUT: sent data unacknowledged for this long ends the connection. 0 on success.
+int courier_socket_set_user_timeout(int fd, unsigned int milliseconds);
 
 /// Retires an idle keep-alive connection that received bytes nobody asked for: reads and drops
 /// what is waiting (256 KiB at most) and shuts the socket down both ways, so that libcurl finds

@@ -107,6 +107,14 @@ public struct HTTPSessionConfiguration: Sendable {
     /// `responseTooLarge`; nil for no limit. Default 512 MiB. This also bounds decompression
     /// bombs.
     public var maximumResponseSize: Int64? = 512 << 20
+    /// A compressed response that decodes to more than this many bytes per byte received fails
+    /// with `responseTooLarge` (AsyncHTTPClient's `.ratio`), whatever it goes to: memory, a
+    /// byte stream, a file. Counted once 64 KiB are decoded, since a small body may shrink by
+    /// more than a large one should. nil (the default): no ratio; bodies in memory still have
+    /// ``maximumResponseSize``. A service that fetches URLs its users give sets it (with a
+    /// request's `maximumResponseSize` for streams and downloads); see the guide for the
+    /// trade-off.
+    public var maximumDecompressionRatio: Int?
     /// Whether to ask for compressed responses (`Accept-Encoding` with the codings libcurl
     /// decodes: gzip, deflate, br, zstd) and decode them. Default true. A response in a coding
     /// libcurl cannot decode (`Content-Encoding: foo`, or an unknown `Transfer-Encoding`) is
@@ -152,6 +160,11 @@ public struct HTTPSessionConfiguration: Sendable {
     /// fetches URLs users give it, or one that must not follow a variable set for something
     /// else).
     public var trustsEnvironment = true
+    /// How connections are opened: the local address or interface they are sent from, the IP
+    /// version, TCP keep-alive, the kernel's user timeout, Multipath TCP. Default: as the
+    /// system does (`SocketOptions()`). A request may have its own
+    /// (`RequestOptions.socket`).
+    public var socket = SocketOptions()
     /// How TLS connections are checked: trust, versions, pins, the client certificate.
     public var tls = TLSConfiguration()
     /// Whether the server's TLS certificate and host name are verified (``tls``'s
@@ -274,10 +287,12 @@ public struct HTTPSessionConfiguration: Sendable {
         options.followRedirects = followsRedirects
         options.maximumRedirects = maximumRedirects
         options.maximumResponseSize = maximumResponseSize
+        options.maximumDecompressionRatio = maximumDecompressionRatio
         options.httpVersion = httpVersion
         options.acceptsCompressedResponses = acceptsCompressedResponses
         options.connectionIdleTimeout = connectionIdleTimeout
         options.maximumConnectionAge = maximumConnectionAge
+        options.socket = socket
         options.maximumRequestsPerConnection = maximumRequestsPerConnection.map { max($0, 1) }
         options.verifiesTLS = tls.verifiesCertificates
         options.caFilePath = tls.certificateAuthorityFile?.path

@@ -168,7 +168,8 @@ open class HTTPSessionManager {
                     cookies: configuration.handlesCookies
                         ? .init(
                             jar: storage?.appendingPathComponent("cookies.txt"),
-                            policy: configuration.cookieAcceptPolicy, logger: logger) : nil))
+                            policy: configuration.cookieAcceptPolicy, logger: logger) : nil,
+                    socket: configuration.socket))
         self.transport = transport
         var monitors = configuration.eventMonitors
         if logger.logLevel <= .debug { monitors.append(LoggingMonitor(logger: logger)) }
