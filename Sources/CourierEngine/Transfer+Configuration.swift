@@ -148,9 +148,10 @@ extension Transfer {
     /// The socket options libcurl applies itself; MPTCP and the user timeout are the open-socket
     /// callback's (`CurlEngine.openSocket`).
     private static func configureSocket(_ easy: UnsafeMutableRawPointer, _ socket: SocketOptions) {
-        // Without libcurl's `host!` and `if!` prefixes: from 8.6 or so libcurl keeps a prefixed
-        // source apart from the one it compares when choosing a connection to reuse, and a
-        // request from one source would be sent on a connection from another. Unprefixed,
+        // Without libcurl's `host!` and `if!` prefixes: since it parses them apart (8.9, with
+        // `ifhost!`), libcurl keeps a prefixed source out of the field it compares when choosing
+        // a connection to reuse, and a request from one source would be sent on a connection
+        // from another (as the tests saw on 8.21; 7.76 to 8.5 compare the whole text). Unprefixed,
         // libcurl tries the text as an interface name, then as an address; `configure` has made
         // sure it is the one the source says (`SocketOptions.Source.problem`).
         switch socket.source {
