@@ -664,6 +664,13 @@ package final class CurlEngine: @unchecked Sendable {
                 return
             }
             if entry.isConnection && !isPaused(easy) {
+                // Parked for input only: a socket left registered for output (libcurl 8 may
+                // remove one whose last interest included it) is writable at once, and any
+                // event on a parked socket retires its connection.
+                if entry.interest != Int32(CURL_POLL_IN) {
+                    courier_epoll_set(epollFD, socket, Int32(CURL_POLL_IN), 0)
+                    entry.interest = Int32(CURL_POLL_IN)
+                }
                 entry.parked = true
             } else {
                 // Not ours to track (e.g. the resolver's socket pair), or a paused transfer's

@@ -29,8 +29,10 @@ extension Transfer {
         if let problem = current.sharedOptions.value.socket.source?.problem {
             throw .cannotConnect(.init(url: current.url, message: problem))
         }
-        if current.sharedOptions.value.socket.opensItself {
-            // Set for every hop: the callback's data is this transfer.
+        if current.sharedOptions.value.socket.opensItself || engine.limits.socket.opensItself {
+            // Set for every hop: the callback's data is this transfer. (Also when only the
+            // session's options ask for something at the opening: a call's own options replace
+            // them, and the engine's callback knows only the session's.)
             courier_easy_setopt_opensocket_function(easy, transferOpenSocketCallback)
             courier_easy_setopt_pointer(easy, CURLOPT_OPENSOCKETDATA, me)
         }

@@ -191,7 +191,8 @@ public struct RequestOptions: Sendable {
         set { unique().fields.eventMonitors = newValue }
     }
 
-    /// How this call's connections are opened (nil: the configuration's `socket`): sent from
+    /// How this call's connections are opened (nil: the configuration's `socket`; a value
+    /// replaces the configuration's whole, so start from it to change one field): sent from
     /// another address or interface, over one IP version, with other keep-alive or timeout
     /// settings, for connections opened for it. With a `source`, it is only sent on a
     /// connection from that source; the other options do not keep it off a connection to its

@@ -115,6 +115,18 @@ import Glibc
         }
     }
 
+    @Test func aRequestsOwnSocketOptionsReplaceTheSessionsWhole() async throws {
+        let api = try await faultManager { $0.socket.userTimeout = .milliseconds(12_345) }
+        var options = RequestOptions()
+        options.socket = SocketOptions()
+        options.socket?.source = .address("127.0.0.6")  // a connection of its own, no user timeout
+        let response = try await api.request(.get, "bytes", options: options, serializer: DataResponseSerializer())
+        try withExtendedLifetime(api) {
+            let socket = try #require(Self.socket(of: response.metrics))
+            #expect(Self.option(socket, Int32(IPPROTO_TCP), TCP_USER_TIMEOUT) == 0)
+        }
+    }
+
     @Test func multipathIsAskedForWhereTheKernelHasIt() async throws {
         let api = try await faultManager { $0.socket.multipath = true }
         let response = try await api.request(.get, "bytes", serializer: DataResponseSerializer())
