@@ -799,10 +799,7 @@ package final class CurlEngine: @unchecked Sendable {
         var version = 0
         courier_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
         guard version == CURL_HTTP_VERSION_1_0 || version == CURL_HTTP_VERSION_1_1 else { return }
-        var socket = CURL_SOCKET_BAD
-        guard courier_easy_getinfo_socket(easy, CURLINFO_ACTIVESOCKET, &socket) == CURLE_OK, socket >= 0,
-            sockets[socket].isConnection
-        else { return }
+        guard let socket = TransferOutcome.activeSocket(easy), sockets[socket].isConnection else { return }
         sockets[socket].transfers += 1
         let entry = sockets[socket]
         var spent = false

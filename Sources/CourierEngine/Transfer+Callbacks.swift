@@ -99,8 +99,7 @@ extension Transfer {
         {
             // Refused from its Content-Length (when a body follows), before a byte of it goes
             // to the sink.
-            callbackFailure = .responseTooLarge(
-                .init(response: head.response, message: "The response body is larger than the limit of \(limit) bytes"))
+            callbackFailure = .bodyOverLimit(limit, response: head.response)
             return 0
         }
         if let failure = sink.begin(head, expectedLength: expectedBytes) {
@@ -246,7 +245,7 @@ extension Transfer {
         let options = current.sharedOptions
         let total = receivedBytes + Int64(count)
         if let limit = options.value.maximumBodySize, total > limit {
-            return .responseTooLarge(.init(message: "The response body is larger than the limit of \(limit) bytes"))
+            return .bodyOverLimit(limit)
         }
         if let ratio = options.value.maximumDecompressionRatio.map({ Int64(max($0, 1)) }), decoder != nil,
             total > 64 << 10, codedBytes <= Int64.max / ratio, total > codedBytes * ratio

@@ -180,8 +180,9 @@ enum TransferOutcome {
         if let socket = activeSocket(easy) { courier_socket_retire(socket) }
     }
 
-    /// The socket of the connection the transfer used, while libcurl still holds it.
-    private static func activeSocket(_ easy: UnsafeMutableRawPointer) -> curl_socket_t? {
+    /// The socket of the connection the transfer used, while libcurl still holds it (from when
+    /// libcurl is done with the transfer, and only if it keeps the connection).
+    static func activeSocket(_ easy: UnsafeMutableRawPointer) -> curl_socket_t? {
         var socket = CURL_SOCKET_BAD
         guard courier_easy_getinfo_socket(easy, CURLINFO_ACTIVESOCKET, &socket) == CURLE_OK, socket >= 0 else {
             return nil

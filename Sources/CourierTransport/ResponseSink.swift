@@ -100,10 +100,15 @@ package final class MemorySink: ResponseSink {
     package var count: Int { buffer.count }
 
     private func tooLarge(_ head: RecordedHead?) -> CourierError {
-        // The transfer adds the URL when it reports the error.
+        .bodyOverLimit(limit ?? 0, response: head?.response)
+    }
+}
+
+extension CourierError {
+    /// A response body larger than `limit` bytes (after decoding), declared or received: the
+    /// memory sink's limit and a request's own. The transfer adds the URL when it reports it.
+    package static func bodyOverLimit(_ limit: Int64, response: HTTPResponse? = nil) -> CourierError {
         .responseTooLarge(
-            .init(
-                url: nil, response: head?.response, body: nil,
-                message: "The response body is larger than the limit of \(limit ?? 0) bytes"))
+            .init(response: response, message: "The response body is larger than the limit of \(limit) bytes"))
     }
 }
