@@ -106,6 +106,24 @@ let keyURL = URL(fileURLWithPath: "/etc/client.key")
 // name: p12URL
 let p12URL = URL(fileURLWithPath: "/etc/client.p12")
 
+// name: tenantCA
+let tenantCA = URL(fileURLWithPath: "/etc/tenants/7/ca.pem")
+
+// name: tenantCert
+let tenantCert = URL(fileURLWithPath: "/etc/tenants/7/client.pem")
+
+// name: tenantKey
+let tenantKey = URL(fileURLWithPath: "/etc/tenants/7/client.key")
+
+// name: corporateCA
+let corporateCA = URL(fileURLWithPath: "/etc/corporate/ca.pem")
+
+// name: partnerCA
+let partnerCA = URL(fileURLWithPath: "/etc/partner/ca.pem")
+
+// name: p12
+let p12 = URL(fileURLWithPath: "/etc/partner/client.p12")
+
 // name: cookie
 let cookie = Cookie(name: "session", value: "abc", domain: "api.example.com")
 

@@ -200,3 +200,157 @@ void courier_wakeup_drain(int fd) {
     }
 }
 
+
+/* MARK: - Server trust evaluation (OpenSSL, looked up at run time)
+ *
+ * libcurl's OpenSSL backend hands each new connection's SSL_CTX to CURLOPT_SSL_CTX_FUNCTION.
+ * Courier installs a certificate check there (SSL_CTX_set_cert_verify_callback) that runs
+ * OpenSSL's own verification and then asks Courier's evaluator. OpenSSL's functions are found
+ * with dlsym in the library libcurl brought into the process: no OpenSSL headers or link-time
+ * dependency, and nothing at all when libcurl uses another TLS library. The types are opaque
+ * here; only functions whose signatures are the same in OpenSSL 1.1.1 and 3 are used. */
+
+typedef struct {
+    int (*set_cert_verify_callback)(void *ctx, int (*cb)(void *, void *), void *arg);
+    uint64_t (*ctx_set_options)(void *ctx, uint64_t options);
+    int (*verify_cert)(void *store);
+    int (*store_get_error)(void *store);
+    void (*store_set_error)(void *store, int error);
+    void *(*store_get0_cert)(void *store);
+    void *(*store_get0_untrusted)(void *store);
+    void *(*store_get0_param)(void *store);
+    int (*param_set1_host)(void *param, const char *name, size_t length);
+    int (*param_set1_ip_asc)(void *param, const char *address);
+    int (*sk_num)(const void *stack);
+    void *(*sk_value)(const void *stack, int index);
+    int (*i2d_x509)(void *certificate, unsigned char **out);
+    const char *(*error_string)(long error);
+    int (*ctx_get_ex_new_index)(int class_index, long argl, void *argp, void *new_func, void *dup_func,
+                                void (*free_func)(void *, void *, void *, int, long, void *));
+    int (*ctx_set_ex_data)(void *ctx, int index, void *data);
+    int (*digest)(const void *data, size_t count, unsigned char *md, unsigned int *size, const void *type,
+                  void *engine);
+    const void *(*sha256)(void);
+} courier_openssl_functions;
+
+static courier_openssl_functions courier_openssl;
+static int courier_trust_ex_index = -1;
+static courier_trust_hooks courier_trust;
+static pthread_once_t courier_trust_once = PTHREAD_ONCE_INIT;
+
+/* The context's reference, taken for as long as the SSL_CTX lives (its ex-data's free). */
+static void courier_trust_context_free(void *parent, void *pointer, void *data, int index, long argl, void *argp) {
+    (void)parent, (void)data, (void)index, (void)argl, (void)argp;
+    if (pointer && courier_trust.release) courier_trust.release(pointer);
+}
+
+static void courier_trust_load(void) {
+#define COURIER_FIND(field, name) *(void **)(&courier_openssl.field) = dlsym(RTLD_DEFAULT, name)
+    COURIER_FIND(set_cert_verify_callback, "SSL_CTX_set_cert_verify_callback");
+    COURIER_FIND(ctx_set_options, "SSL_CTX_set_options");
+    COURIER_FIND(verify_cert, "X509_verify_cert");
+    COURIER_FIND(store_get_error, "X509_STORE_CTX_get_error");
+    COURIER_FIND(store_set_error, "X509_STORE_CTX_set_error");
+    COURIER_FIND(store_get0_cert, "X509_STORE_CTX_get0_cert");
+    COURIER_FIND(store_get0_untrusted, "X509_STORE_CTX_get0_untrusted");
+    COURIER_FIND(store_get0_param, "X509_STORE_CTX_get0_param");
+    COURIER_FIND(param_set1_host, "X509_VERIFY_PARAM_set1_host");
+    COURIER_FIND(param_set1_ip_asc, "X509_VERIFY_PARAM_set1_ip_asc");
+    COURIER_FIND(sk_num, "OPENSSL_sk_num");
+    COURIER_FIND(sk_value, "OPENSSL_sk_value");
+    COURIER_FIND(i2d_x509, "i2d_X509");
+    COURIER_FIND(error_string, "X509_verify_cert_error_string");
+    COURIER_FIND(ctx_get_ex_new_index, "CRYPTO_get_ex_new_index");
+    COURIER_FIND(ctx_set_ex_data, "SSL_CTX_set_ex_data");
+    COURIER_FIND(digest, "EVP_Digest");
+    COURIER_FIND(sha256, "EVP_sha256");
+#undef COURIER_FIND
+    void **slots = (void **)&courier_openssl;
+    for (size_t i = 0; i < sizeof courier_openssl / sizeof(void *); i++) {
+        if (!slots[i]) {
+            memset(&courier_openssl, 0, sizeof courier_openssl);
+            return;
+        }
+    }
+    /* CRYPTO_EX_INDEX_SSL_CTX is 2 in OpenSSL 1.1 and 3. */
+    courier_trust_ex_index = courier_openssl.ctx_get_ex_new_index(2, 0, NULL, NULL, NULL, courier_trust_context_free);
+    if (courier_trust_ex_index < 0) memset(&courier_openssl, 0, sizeof courier_openssl);
+}
+
+bool courier_trust_available(void) {
+    pthread_once(&courier_trust_once, courier_trust_load);
+    return courier_openssl.verify_cert != NULL;
+}
+
+void courier_trust_set_hooks(courier_trust_hooks hooks) { courier_trust = hooks; }
+
+static int courier_trust_verify(void *store, void *context) {
+    return courier_trust.decide ? courier_trust.decide(store, context) : 0;
+}
+
+/* CURLOPT_SSL_CTX_FUNCTION: the connection's SSL_CTX gets the check, and keeps the context. */
+static CURLcode courier_trust_ssl_ctx(CURL *easy, void *ssl_ctx, void *context) {
+    (void)easy;
+    if (!context || !courier_trust_available()) return CURLE_SSL_CERTPROBLEM;
+    courier_trust.retain(context);
+    if (courier_openssl.ctx_set_ex_data(ssl_ctx, courier_trust_ex_index, context) != 1) {
+        courier_trust.release(context);
+        return CURLE_SSL_CERTPROBLEM;
+    }
+    courier_openssl.set_cert_verify_callback(ssl_ctx, courier_trust_verify, context);
+    /* The context names the host of the transfer that opened the connection: no
+     * renegotiation later, when another transfer may be using it (SSL_OP_NO_RENEGOTIATION). */
+    courier_openssl.ctx_set_options(ssl_ctx, (uint64_t)1 << 30);
+    return CURLE_OK;
+}
+
+CURLcode courier_easy_set_trust_context(CURL *easy, void *context) {
+    if (!context) {
+        curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, NULL);
+        return curl_easy_setopt(easy, CURLOPT_SSL_CTX_DATA, NULL);
+    }
+    CURLcode code = curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, courier_trust_ssl_ctx);
+    if (code != CURLE_OK) return code;
+    return curl_easy_setopt(easy, CURLOPT_SSL_CTX_DATA, context);
+}
+
+int courier_trust_default_verdict(void *store, const char *host, bool host_is_address) {
+    void *param = courier_openssl.store_get0_param(store);
+    if (host && *host) {
+        if (host_is_address) {
+            courier_openssl.param_set1_ip_asc(param, host);
+        } else {
+            courier_openssl.param_set1_host(param, host, strlen(host));
+        }
+    }
+    if (courier_openssl.verify_cert(store) == 1) return 0;
+    int error = courier_openssl.store_get_error(store);
+    return error == 0 ? -1 : error;
+}
+
+const char *courier_trust_error_text(int error) { return courier_openssl.error_string(error); }
+
+void courier_trust_set_verdict(void *store, int error) { courier_openssl.store_set_error(store, error); }
+
+int courier_trust_certificate_count(void *store) {
+    void *chain = courier_openssl.store_get0_untrusted(store);
+    if (chain) return courier_openssl.sk_num(chain);
+    return courier_openssl.store_get0_cert(store) ? 1 : 0;
+}
+
+int courier_trust_certificate(void *store, int index, unsigned char *buffer, int capacity) {
+    void *chain = courier_openssl.store_get0_untrusted(store);
+    void *certificate = chain ? courier_openssl.sk_value(chain, index)
+                              : (index == 0 ? courier_openssl.store_get0_cert(store) : NULL);
+    if (!certificate) return -1;
+    int length = courier_openssl.i2d_x509(certificate, NULL);
+    if (length <= 0 || !buffer || length > capacity) return length;
+    unsigned char *out = buffer;
+    return courier_openssl.i2d_x509(certificate, &out);
+}
+
+bool courier_trust_sha256(const void *data, size_t count, unsigned char digest[32]) {
+    if (!courier_trust_available()) return false;
+    unsigned int size = 0;
+    return courier_openssl.digest(data, count, digest, &size, courier_openssl.sha256(), NULL) == 1 && size == 32;
+}

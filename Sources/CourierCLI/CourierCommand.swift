@@ -120,6 +120,16 @@ struct CourierCommand: AsyncParsableCommand {
     @Option(name: .long, help: "A bearer token, sent as Authorization: Bearer TOKEN.")
     var bearer: String?
 
+    @Flag(
+        name: [.short, .long],
+        help:
+            "Send the login and password that ~/.netrc (or $NETRC) gives for the URL's host, when no --auth or --bearer is given."
+    )
+    var netrc = false
+
+    @Option(name: .long, help: "As --netrc, with this file.")
+    var netrcFile: String?
+
     @Option(name: .long, help: "Send through this proxy, e.g. http://user:password@proxy.example:3128.")
     var proxy: String?
 
@@ -261,6 +271,33 @@ struct CourierCommand: AsyncParsableCommand {
         }
     }
 
+    /// `login:password` from the netrc file (`file`, else `$NETRC`, else `~/.netrc`) for the
+    /// URL's host, or its default entry; nil when neither has both.
+    static func netrcCredential(file: String?, url: String) throws -> String? {
+        let environment = ProcessInfo.processInfo.environment
+        let path =
+            file ?? environment["NETRC"]
+            ?? URL(fileURLWithPath: environment["HOME"] ?? NSHomeDirectory()).appendingPathComponent(".netrc").path
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            // curl goes on without a credential when ~/.netrc is missing; a file named is needed.
+            if file == nil { return nil }
+            throw ValidationError("--netrc-file \(path) cannot be read")
+        }
+        let netrc: Netrc
+        do {
+            netrc = try Netrc(parsing: text)
+        } catch {
+            throw ValidationError("\(path): \(error)")
+        }
+        guard let host = URL(string: url)?.host, let entry = netrc.entry(for: host),
+            let login = entry.login, let password = entry.password
+        else { return nil }
+        return "\(login):\(password)"
+    }
+
     /// `--auth`'s credential in the manager's store, for the URL's origin: sent with the first
     /// request (Basic) and with any other request the command makes there.
     func storeCredential(_ auth: String?, in api: HTTPSessionManager, for url: String) throws {
@@ -284,6 +321,9 @@ struct CourierCommand: AsyncParsableCommand {
         // The credential this run sends: its own, else the session's unless that one was given
         // over https and this request would carry it in clear.
         var (auth, bearer) = (self.auth, self.bearer)
+        if auth == nil, bearer == nil, netrc || netrcFile != nil {
+            auth = try Self.netrcCredential(file: netrcFile, url: invocation.url)
+        }
         if let session {
             let file = try CLISession.file(name: session, url: invocation.url)
             var stored = try CLISession.load(from: file)

@@ -55,7 +55,7 @@ struct EasyHandlePool {
             return
         }
         if transfer.hop.isPlain && transfer.redirectCount == 0 && transfer.callDeadline == nil
-            && !transfer.passesTransferCodingsThrough
+            && !transfer.passesTransferCodingsThrough && transfer.current.sharedOptions.value.tls.hosts.isEmpty
         {
             clean.append((handle, transfer.current.sharedOptions))
         } else {

@@ -12,7 +12,11 @@ extension Transfer {
     /// gets only the per-request ones; any other handle is fresh or reset and gets all.
     func configure(_ easy: UnsafeMutableRawPointer) throws(CourierError) {
         EngineThread.check(engine, "Transfer.configure")
-        if !handleIsClean { Self.configureCommonOptions(easy, current.sharedOptions.value, engine: engine) }
+        let options = current.sharedOptions.value
+        // The TLS policy of this hop's host: per hop, as a redirect may change hosts (a handle
+        // of a session with policies per host is never kept clean: see `EasyHandlePool`).
+        let tls = options.tls.hosts.isEmpty ? options.tls : options.tls.forHost(HostName.of(current.url))
+        if !handleIsClean { Self.configureCommonOptions(easy, options, tls: tls, engine: engine) }
         if passesTransferCodingsThrough {
             // Chunked framing aside, the body as it came (see Transfer.unknownTransferCoding).
             courier_easy_setopt_long(easy, CURLOPT_HTTP_TRANSFER_DECODING, 0)
@@ -55,7 +59,8 @@ extension Transfer {
         // The memory sink refuses a declared length over it when the head is complete, and
         // counts decoded bytes after. (Not libcurl's CURLOPT_MAXFILESIZE_LARGE: it would fail
         // a redirect that declares a long body too, before Courier could follow it.)
-        Self.configurePins(easy, current.sharedOptions.value.pins, url: current.url)
+        Self.configurePins(easy, tls.pins, url: current.url)
+        trustContext = try Self.configureTrust(easy, tls, url: current.url)
         try configureMethodAndBody(easy)
         courier_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, prepared.headers.list)
         // libcurl answers a challenge itself (a 401 or 407, then a second request for Digest
@@ -83,9 +88,11 @@ extension Transfer {
         courier_easy_setopt_long(easy, schemes, Int(bitPattern: UInt(allowed)))
     }
 
-    /// The options every transfer of the session shares (WebSocket connections too).
-    static func configureCommonOptions(_ easy: UnsafeMutableRawPointer, _ options: TransferOptions, engine: CurlEngine)
-    {
+    /// The options every transfer of the session shares (WebSocket connections too), with
+    /// `tls`, the TLS policy for the host of the hop (`options.tls` when it has none per host).
+    static func configureCommonOptions(
+        _ easy: UnsafeMutableRawPointer, _ options: TransferOptions, tls: TLSPolicy, engine: CurlEngine
+    ) {
         courier_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         let enginePointer = Unmanaged.passUnretained(engine).toOpaque()
         courier_easy_setopt_opensocket_function(easy, engineOpenSocketCallback)
@@ -122,6 +129,11 @@ extension Transfer {
         if let age = options.maximumConnectionAge {
             courier_easy_set_maximum_connection_lifetime(easy, age.curlSeconds)
         }
+        if options.dnsCacheLifetime != .seconds(60) {
+            // Zero (or less) caches nothing; anything else is at least a second.
+            let lifetime = options.dnsCacheLifetime <= .zero ? 0 : options.dnsCacheLifetime.curlSeconds
+            courier_easy_setopt_long(easy, CURLOPT_DNS_CACHE_TIMEOUT, lifetime)
+        }
 
         // The cookie share or the TLS session share: either caches TLS sessions for resumption.
         if options.handlesCookies, let cookies = engine.cookies {
@@ -129,9 +141,14 @@ extension Transfer {
         } else {
             courier_easy_setopt_share(easy, engine.shares.connections)
         }
-        courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, options.verifiesTLS ? 1 : 0)
-        courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, options.verifiesTLS ? 2 : 0)
-        Self.configureTLS(easy, options)
+        Self.configureTLS(easy, tls, environment: options)
+        if options.isolatesConnections {
+            // A call's own trust evaluator: a connection of its own, which no other request
+            // reuses, and no TLS session resumed from another's (which would skip the check).
+            courier_easy_setopt_long(easy, CURLOPT_FRESH_CONNECT, 1)
+            courier_easy_setopt_long(easy, CURLOPT_FORBID_REUSE, 1)
+            courier_easy_setopt_long(easy, CURLOPT_SSL_SESSIONID_CACHE, 0)
+        }
         if let path = options.unixSocketPath { courier_easy_setopt_string(easy, CURLOPT_UNIX_SOCKET_PATH, path) }
         if !options.addressOverrides.isEmpty {
             let lines = engine.overrideLines(options.addressOverrides)
@@ -172,30 +189,42 @@ extension Transfer {
         }
     }
 
-    private static func configureTLS(_ easy: UnsafeMutableRawPointer, _ options: TransferOptions) {
+    /// Verification, trust, versions, revocation, stapling and the client identity of `tls`;
+    /// `environment`'s CA file and directory stand for the system's.
+    private static func configureTLS(
+        _ easy: UnsafeMutableRawPointer, _ tls: TLSPolicy, environment options: TransferOptions
+    ) {
+        // With an evaluator, OpenSSL's check of the chain and the host runs in Courier's
+        // certificate check (`TrustContext.decide`), whose verdict libcurl reads as the peer's
+        // verification: libcurl's own host check would refuse a chain the evaluator accepts.
+        let verifiesPeer = tls.verifies || tls.evaluator != nil
+        courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, verifiesPeer ? 1 : 0)
+        courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, tls.verifies && tls.evaluator == nil ? 2 : 0)
         // A file or directory given replaces libcurl's built-in one of the same kind; without
         // the system's trust, the other built-in goes too (NULL disables it). The environment's
         // (`SSL_CERT_FILE`, `SSL_CERT_DIR`) stand for the system's.
-        let file = options.caFilePath ?? (options.trustsSystemCAs ? options.environmentCAFile : nil)
-        let directory = options.caDirectoryPath ?? (options.trustsSystemCAs ? options.environmentCADirectory : nil)
+        let file = tls.caFile ?? (tls.trustsSystemCAs ? options.environmentCAFile : nil)
+        let directory = tls.caDirectory ?? (tls.trustsSystemCAs ? options.environmentCADirectory : nil)
         if let file {
             courier_easy_setopt_string(easy, CURLOPT_CAINFO, file)
-        } else if !options.trustsSystemCAs {
+        } else if !tls.trustsSystemCAs {
             courier_easy_setopt_pointer(easy, CURLOPT_CAINFO, nil)
         }
         if let directory {
             courier_easy_setopt_string(easy, CURLOPT_CAPATH, directory)
-        } else if !options.trustsSystemCAs || (file == nil && CurlRuntime.systemCAFile != nil) {
+        } else if !tls.trustsSystemCAs || (file == nil && CurlRuntime.systemCAFile != nil) {
             // Only the system's trust: its bundle file alone, so that libcurl parses it once per
             // session rather than once per connection (see `CurlRuntime.systemCAFile`).
             courier_easy_setopt_pointer(easy, CURLOPT_CAPATH, nil)
         }
-        if options.tlsMinimum != nil || options.tlsMaximum != nil {
-            let minimum = options.tlsMinimum?.curlValue ?? Int(CURL_SSLVERSION_DEFAULT)
-            let maximum = options.tlsMaximum?.curlMaximumValue ?? Int(CURL_SSLVERSION_MAX_DEFAULT)
+        if tls.minimum != nil || tls.maximum != nil {
+            let minimum = tls.minimum?.curlValue ?? Int(CURL_SSLVERSION_DEFAULT)
+            let maximum = tls.maximum?.curlMaximumValue ?? Int(CURL_SSLVERSION_MAX_DEFAULT)
             courier_easy_setopt_long(easy, CURLOPT_SSLVERSION, minimum | maximum)
         }
-        if let identity = options.clientIdentity {
+        if let crl = tls.revocationListFile { courier_easy_setopt_string(easy, CURLOPT_CRLFILE, crl) }
+        if tls.requiresStapledStatus { courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYSTATUS, 1) }
+        if let identity = tls.clientIdentity {
             courier_easy_setopt_string(easy, CURLOPT_SSLCERT, identity.certificatePath)
             courier_easy_setopt_string(easy, CURLOPT_SSLCERTTYPE, identity.isPKCS12 ? "P12" : "PEM")
             if let key = identity.keyPath {
@@ -204,6 +233,25 @@ extension Transfer {
             }
             if let password = identity.password { courier_easy_setopt_string(easy, CURLOPT_KEYPASSWD, password) }
         }
+    }
+
+    /// The server trust evaluation of this hop's new connections, when `tls` has an evaluator
+    /// (set on every hop: the context names the hop's host).
+    static func configureTrust(
+        _ easy: UnsafeMutableRawPointer, _ tls: TLSPolicy, url: @autoclosure () -> URL?
+    ) throws(CourierError) -> TrustContext? {
+        guard let evaluator = tls.evaluator else { return nil }
+        guard TrustContext.isAvailable else {
+            throw .tls(
+                .init(
+                    url: url(),
+                    message:
+                        "A server trust evaluator needs libcurl built with OpenSSL; this one uses \(String(cString: courier_libcurl_ssl_version()))"
+                ))
+        }
+        let context = TrustContext(evaluator: evaluator, host: HostName.of(url()) ?? "")
+        courier_easy_set_trust_context(easy, Unmanaged.passUnretained(context).toOpaque())
+        return context
     }
 
     /// The pins for this hop's host (per hop: a reused handle and a redirect may change hosts).

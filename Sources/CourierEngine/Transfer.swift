@@ -48,6 +48,8 @@ final class Transfer: @unchecked Sendable {
     /// The handle last ran a plain transfer with the same options: only per-request options
     /// need setting (see `EasyHandlePool`).
     @EngineConfined var handleIsClean = false
+    /// The current hop's server trust evaluation, when its TLS policy has an evaluator.
+    @EngineConfined var trustContext: TrustContext?
     /// Takes the codings off the current response's body, when it has any Courier decodes.
     @EngineConfined var decoder: BodyDecoder?
     /// Bytes at the start of libcurl's next delivery that the decoder has taken already: when

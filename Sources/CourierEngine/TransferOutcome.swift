@@ -40,6 +40,7 @@ enum TransferOutcome {
             courier_easy_getinfo_long(easy, CURLINFO_SSL_VERIFYRESULT, &verifyResult)
             var error = CourierError.fromCurl(
                 code, detail: detail, context: context, stage: stage(of: transfer, easy), verifyResult: verifyResult)
+            if let trust = transfer.trustContext { error = trust.explain(error) }
             let metrics = failureMetrics(transfer, easy, error: error)
             error = error.withContext { context in
                 if code == CURLE_COULDNT_CONNECT, let path = request.sharedOptions.value.unixSocketPath {
@@ -155,7 +156,7 @@ enum TransferOutcome {
         let head = transfer.head
         guard head.isComplete else {
             if requestWasSent(easy) { return .readingHead(sawContentLength: head.contentLength != nil) }
-            return transfer.current.sharedOptions.value.clientIdentity != nil ? .loadingClientIdentity : .other
+            return transfer.current.sharedOptions.value.tls.clientIdentity != nil ? .loadingClientIdentity : .other
         }
         guard FieldList.lowercasedItems(head.values(of: "transfer-encoding")).last == "chunked" else { return .other }
         var systemError = 0

@@ -67,6 +67,8 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
 
     @EngineConfined private var phase = Phase.idle
     @EngineConfined private var easy: UnsafeMutableRawPointer?
+    /// The server trust evaluation of the connection, when its TLS policy has an evaluator.
+    @EngineConfined private var trustContext: TrustContext?
     @EngineConfined private var multi: WebSocketMulti?
     @EngineConfined private var socket: Int32 = -1
     /// The interest the socket is registered with in the epoll set (`CURL_POLL_*`); 0: none.
@@ -117,7 +119,8 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         self.request = request
         self.parameters = parameters
         url = WebSocketHandshake.webSocketURL(forHTTP: request.url)
-        reader = WebSocketFrameReader(maximumMessageSize: parameters.maximumMessageSize)
+        reader = WebSocketFrameReader(
+            maximumMessageSize: parameters.maximumMessageSize, maximumTotalSize: parameters.maximumTotalSize)
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
         errorBuffer[0] = 0
         // Counted from now, not from `start()` on the engine thread: sockets opened together
@@ -244,7 +247,9 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
             return
         }
         self.easy = easy
-        Transfer.configureCommonOptions(easy, request.sharedOptions.value, engine: engine)
+        let options = request.sharedOptions.value
+        let tls = options.tls.hosts.isEmpty ? options.tls : options.tls.forHost(HostName.of(request.url))
+        Transfer.configureCommonOptions(easy, options, tls: tls, engine: engine)
         // Connect (through the proxy's tunnel, with TLS) and stop: the rest is ours.
         courier_easy_setopt_long(easy, CURLOPT_CONNECT_ONLY, 1)
         courier_easy_setopt_long(easy, CURLOPT_HTTPPROXYTUNNEL, 1)
@@ -259,7 +264,13 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         courier_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 1024)
         courier_easy_setopt_pointer(easy, CURLOPT_PRIVATE, Unmanaged.passUnretained(self).toOpaque())
         courier_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
-        Transfer.configurePins(easy, request.sharedOptions.value.pins, url: request.url)
+        Transfer.configurePins(easy, tls.pins, url: request.url)
+        do {
+            trustContext = try Transfer.configureTrust(easy, tls, url: request.url)
+        } catch {
+            finish(.failure(error))
+            return
+        }
         if let credential = request.proxyCredential {
             Transfer.setCredential(
                 credential, easy, user: CURLOPT_PROXYUSERNAME, password: CURLOPT_PROXYPASSWORD,
@@ -282,11 +293,10 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         guard code == CURLE_OK else {
             var verifyResult = 0
             courier_easy_getinfo_long(easy, CURLINFO_SSL_VERIFYRESULT, &verifyResult)
-            finish(
-                .failure(
-                    CourierError.fromCurl(
-                        code, detail: String(cString: errorBuffer), context: .init(url: url, message: ""),
-                        verifyResult: verifyResult)))
+            let error = CourierError.fromCurl(
+                code, detail: String(cString: errorBuffer), context: .init(url: url, message: ""),
+                verifyResult: verifyResult)
+            finish(.failure(trustContext?.explain(error) ?? error))
             return
         }
         var active: curl_socket_t = -1

@@ -83,6 +83,12 @@ extension RequestPipeline {
         if let ratio = choices.maximumDecompressionRatio { options.maximumDecompressionRatio = ratio }
         if let proxy = choices.proxy { options.proxy = proxy.absoluteString }
         if let timeout = choices.connectTimeout { options.connectTimeout = timeout }
+        if let tls = choices.tlsPolicy {
+            // A trust evaluator the session's connections were not checked by: connections of
+            // the call's own (see `TransferOptions.isolatesConnections`).
+            options.isolatesConnections = tls != options.tls && tls.hasEvaluator
+            options.tls = tls
+        }
         if let redirects = choices.redirects {
             options.followRedirects = redirects.follows
             options.maximumRedirects = redirects.maximum

@@ -57,6 +57,8 @@ public struct RequestOptions: Sendable {
         var maximumDecompressionRatio: Int? = nil
         var proxy: URL? = nil
         var connectTimeout: Duration? = nil
+        var tlsConfiguration: (any Sendable)? = nil
+        var tlsPolicy: TLSPolicy? = nil
     }
 
     /// The box, made this value's own first if another value shares it.
@@ -243,6 +245,18 @@ public struct RequestOptions: Sendable {
         set { unique().fields.connectTimeout = newValue }
     }
 
+    /// The call's TLS configuration, as `Courier`'s `tls` property holds it (it is declared
+    /// there, beside `TLSConfiguration`), and the policy the engine applies for it.
+    package var tlsConfiguration: (any Sendable)? { storage.fields.tlsConfiguration }
+    package var tlsPolicy: TLSPolicy? { storage.fields.tlsPolicy }
+
+    /// Sets the call's TLS configuration and its policy together.
+    package mutating func setTLS(_ configuration: (any Sendable)?, policy: TLSPolicy?) {
+        let storage = unique()
+        storage.fields.tlsConfiguration = configuration
+        storage.fields.tlsPolicy = policy
+    }
+
     /// Options that change only the call's event monitors (see ``eventMonitors``).
     public init(eventMonitors: [any EventMonitor]) {
         var fields = Fields()
@@ -291,6 +305,7 @@ public struct RequestOptions: Sendable {
         return handlesCookies != nil || requestTimeout != nil || resourceTimeout != nil || redirects != nil
             || unixSocketPath != nil || waitsForConnectivity != nil || httpVersion != nil || socket != nil
             || maximumResponseSize != nil || maximumDecompressionRatio != nil || proxy != nil || connectTimeout != nil
+            || tlsPolicy != nil
     }
 }
 

@@ -329,9 +329,9 @@ package final class RequestPipeline: Sendable {
         request.failureEndsProgress = !call.retryable
         request.redirectHandler = prepared.call.options.redirects?.handler
         request.priority = prepared.call.options.priority
-        if transferOptions.verifiesTLS { request.hsts = hsts }
+        if callOptions.value.tls.verifies { request.hsts = hsts }
         // Alt-Svc is believed only from verified https responses, as HSTS is.
-        if callOptions.value.httpVersion == .http3WhenAdvertised, callOptions.value.verifiesTLS {
+        if callOptions.value.httpVersion == .http3WhenAdvertised, callOptions.value.tls.verifies {
             request.altServices = altServices
         }
         request.observer = call.observers?.transferObserver

@@ -161,27 +161,18 @@ package struct TransferOptions: Sendable, Equatable {
     /// A connection open this long carries no further request; nil: no limit. Whole seconds,
     /// rounded up (libcurl's `CURLOPT_MAXLIFETIME_CONN` counts seconds).
     package var maximumConnectionAge: Duration?
+    /// How long resolved addresses are used (`CURLOPT_DNS_CACHE_TIMEOUT`, whole seconds).
+    package var dnsCacheLifetime: Duration = .seconds(60)
     /// An HTTP/1 connection that has carried this many requests carries no further one; nil: no
     /// limit.
     package var maximumRequestsPerConnection: Int?
     /// Whether connections have a limit of age or requests.
     package var limitsConnections: Bool { maximumConnectionAge != nil || maximumRequestsPerConnection != nil }
-    /// Whether to verify the server's TLS certificate and host name.
-    package var verifiesTLS = true
-    /// A CA bundle (PEM) to trust (`CURLOPT_CAINFO`).
-    package var caFilePath: String?
-    /// A hashed directory of CA certificates to trust (`CURLOPT_CAPATH`).
-    package var caDirectoryPath: String?
-    /// Whether the system's CAs stay trusted beside the file or directory above (libcurl's
-    /// built-in bundle file and directory for whichever of the two is not given).
-    package var trustsSystemCAs = true
-    /// The oldest and newest TLS versions allowed; nil: libcurl's (and OpenSSL's) choice.
-    package var tlsMinimum: TLSVersion?
-    package var tlsMaximum: TLSVersion?
-    /// Public-key pins (`sha256//<base64>` each) by host, normalized (`HostName`).
-    package var pins: [String: [String]] = [:]
-    /// The certificate and key presented to servers that ask.
-    package var clientIdentity: ClientIdentity?
+    /// Trust, TLS versions, pins, the client certificate, and all of these per host.
+    package var tls = TLSPolicy()
+    /// The call's TLS has a trust evaluator of its own (not the session's): its connections are
+    /// its own, neither reused from nor left for other requests, and resume no TLS session.
+    package var isolatesConnections = false
     /// Connect to this Unix-domain socket instead of the URL's host and port.
     package var unixSocketPath: String?
     /// Where requests for some hosts and ports connect instead of where DNS says.

@@ -8,6 +8,8 @@ package struct WebSocketParameters: Sendable {
     package var protocols: [String] = []
     /// The largest message accepted (all its fragments); a larger one closes with 1009.
     package var maximumMessageSize = 16 << 20
+    /// The most message bytes accepted in all; past it, the connection closes with 1009.
+    package var maximumTotalSize: Int64?
     /// A ping is sent when nothing has arrived for this long, and the connection fails when
     /// nothing arrives for as long again; nil sends none.
     package var pingInterval: Duration?

@@ -144,6 +144,11 @@ package enum WebSocketFrameWriter {
 package struct WebSocketFrameReader: Sendable {
     /// The largest message (all its fragments) accepted; a larger one fails with 1009.
     package let maximumMessageSize: Int
+    /// The most message bytes (text and binary payloads, decompressed) accepted in all; past
+    /// it, the reader fails with 1009. nil: no limit.
+    package let maximumTotalSize: Int64?
+    /// Message bytes taken so far.
+    private var received: Int64 = 0
 
     private var buffer: [UInt8] = []
     /// The opcode and bytes of a fragmented message being assembled, and whether it is
@@ -154,8 +159,9 @@ package struct WebSocketFrameReader: Sendable {
     package var compression: WebSocketDeflater?
     private var failed: WebSocketProtocolError?
 
-    package init(maximumMessageSize: Int = 16 << 20) {
+    package init(maximumMessageSize: Int = 16 << 20, maximumTotalSize: Int64? = nil) {
         self.maximumMessageSize = maximumMessageSize
+        self.maximumTotalSize = maximumTotalSize
     }
 
     /// Whether a fragmented message is partly read.
@@ -240,6 +246,9 @@ package struct WebSocketFrameReader: Sendable {
         guard length <= UInt64(maximumMessageSize - sizeSoFar) else {
             throw WebSocketProtocolError(1009, "A message over the limit of \(maximumMessageSize) bytes")
         }
+        if !opcode.isControl, let total = maximumTotalSize, received + Int64(sizeSoFar) + Int64(length) > total {
+            throw totalExceeded(total)
+        }
         guard available - headerLength >= Int(length) else { return nil }
         let start = offset + headerLength
         let payload = Array(buffer[start..<start + Int(length)])
@@ -274,12 +283,21 @@ package struct WebSocketFrameReader: Sendable {
         }
     }
 
-    /// A whole message: decompressed when it is compressed, then checked.
-    private func message(
+    /// A whole message: decompressed when it is compressed, counted, then checked.
+    private mutating func message(
         _ opcode: WebSocketOpcode, _ payload: [UInt8], compressed: Bool
     ) throws(WebSocketProtocolError) -> WebSocketEvent {
-        guard compressed, let compression else { return try Self.message(opcode, payload) }
-        return try Self.message(opcode, compression.decompress(payload, limit: maximumMessageSize))
+        let bytes =
+            if compressed, let compression { try compression.decompress(payload, limit: maximumMessageSize) } else {
+                payload
+            }
+        received += Int64(bytes.count)
+        if let total = maximumTotalSize, received > total { throw totalExceeded(total) }
+        return try Self.message(opcode, bytes)
+    }
+
+    private func totalExceeded(_ total: Int64) -> WebSocketProtocolError {
+        WebSocketProtocolError(1009, "The messages passed their limit of \(total) bytes in all")
     }
 
     private static func message(

@@ -90,6 +90,47 @@ import Testing
         #expect(try await Self.courier(["--auth", "nocolon", url]).status != 0)
     }
 
+    @Test func netrcSendsTheLoginForTheHostOrTheDefault() async throws {
+        let fault = try await TestServers.fault()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cli-netrc-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func authorizations(
+            _ arguments: [String], netrc: String, environment: [String: String] = [:]
+        ) async throws
+            -> JSON
+        {
+            let file = directory.appendingPathComponent(".netrc")
+            try netrc.write(to: file, atomically: true, encoding: .utf8)
+            let name = "cli-netrc-\(UUID().uuidString.prefix(8))"
+            let url = fault.appendingPathComponent("auth-required/\(name)").absoluteString
+            let run = try await Self.run(Self.courierBinary, arguments + [url], environment: environment)
+            #expect(run.status == 0, "\(run.stderr)")
+            return try await RetryTests.stats(name)["authorizations"]
+        }
+        func basic(_ pair: String) -> JSON { .array([.string("Basic \(Data(pair.utf8).base64EncodedString())")]) }
+        let file = directory.appendingPathComponent(".netrc").path
+        // The host's machine entry (names match in any case; quoted tokens), not the default.
+        let hosts = """
+            machine other.example login nobody password nothing
+            machine 127.0.0.1
+              login "ada lovelace" password "se\\"cret"
+            default login fallback password fallback
+            """
+        #expect(try await authorizations(["--netrc-file", file], netrc: hosts) == basic("ada lovelace:se\"cret"))
+        // ~/.netrc by --netrc, with HOME pointing at the directory; the default entry.
+        let fallback = "machine other.example login nobody password nothing\ndefault login fall password back\n"
+        let viaHome = try await authorizations(["--netrc"], netrc: fallback, environment: ["HOME": directory.path])
+        #expect(viaHome == basic("fall:back"))
+        // --auth wins over the file.
+        #expect(try await authorizations(["--netrc-file", file, "--auth", "u:p"], netrc: hosts) == basic("u:p"))
+        // A malformed file is an error that names it.
+        try "machine".write(toFile: file, atomically: true, encoding: .utf8)
+        let broken = try await Self.courier(["--netrc-file", file, fault.absoluteString])
+        #expect(broken.status != 0)
+        #expect(broken.stderr.contains("'machine' without a name"))
+    }
+
     @Test func bearerSendsTheToken() async throws {
         let fault = try await TestServers.fault()
         let url = fault.appendingPathComponent("bearer/cli-bearer-\(UUID().uuidString.prefix(8))").absoluteString

@@ -487,6 +487,35 @@ import Testing
         #expect(context.webSocketCloseCode == 1009)
     }
 
+    @Test func messagesPastTheTotalLimitFailTheWebSocketAfterTheOnesWithinIt() async throws {
+        let api = manager(try await TestServers.webSocket())
+        var options = WebSocketOptions()
+        options.maximumTotalSize = 250_000
+        // Three messages of 100,000 bytes: the first two are within 250,000 bytes, the third
+        // is not.
+        let socket = try await api.webSocket(
+            "sizes", parameters: ["n": "100000,100000,100000", "kind": "binary"], webSocketOptions: options)
+        var received = 0
+        let error = await #expect(throws: CourierError.self) {
+            for try await message in socket.messages {
+                if case .data(let data) = message { received += data.count }
+            }
+        }
+        #expect(received == 200_000)
+        guard case .responseTooLarge(let context) = error else {
+            Issue.record("expected responseTooLarge, got \(String(describing: error))")
+            return
+        }
+        #expect(context.webSocketCloseCode == 1009)
+        #expect(context.message.contains("250000 bytes in all"))
+
+        // Without the limit, the same messages all arrive.
+        let unlimited = try await api.webSocket("sizes", parameters: ["n": "100000,100000,100000", "kind": "binary"])
+        var count = 0
+        for try await _ in unlimited.messages { count += 1 }
+        #expect(count == 3)
+    }
+
     @Test func thePingIntervalKeepsALiveConnectionAndFailsADeadOne() async throws {
         let peers = try await TestServers.webSocketPeers()
         // A second: a pong that a loaded machine (a sanitizer's suite) delays by a few hundred

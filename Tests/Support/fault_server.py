@@ -1784,6 +1784,7 @@ def main() -> None:
     global VERBOSE
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--bind", default="127.0.0.1", help="the address to listen on (0.0.0.0: every one)")
     ap.add_argument("--parent-pid", type=int, default=None)
     ap.add_argument("--verbose", action="store_true", help="log connection events to stderr")
     args = ap.parse_args()
@@ -1810,7 +1811,7 @@ def main() -> None:
 
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", args.port))
+    listener.bind((args.bind, args.port))
     listener.listen(4096)
     port = listener.getsockname()[1]
     sys.stdout.write(f"READY {port}\n")

@@ -65,6 +65,14 @@ SERVERS: dict[str, tuple[str, str | None, str | None, bool]] = {
     "tls13":     ("tls",   "valid",     "TLSv1.3",         False),
     "mtls":      ("mtls",  "valid",     "TLSv1.2 TLSv1.3", True),
     "goaway":    ("tls",   "valid",     "TLSv1.2 TLSv1.3", True),
+    # revoked: a ca1 certificate that ca1's CRL (ca1.crl.pem) and OCSP responses list as
+    # revoked. stapled and stapledrevoked staple a response of `openssl ocsp` acting as ca1's
+    # responder (good for valid, revoked for revoked), from a file: nginx fetches nothing.
+    "revoked":   ("tls",   "revoked",   "TLSv1.2 TLSv1.3", False),
+    "stapled":   ("tls",   "valid",     "TLSv1.2 TLSv1.3", False),
+    "stapledrevoked": ("tls", "revoked", "TLSv1.2 TLSv1.3", False),
+    # selfsigned: a certificate for localhost that signs itself (no CA).
+    "selfsigned": ("tls",  "selfsigned", "TLSv1.2 TLSv1.3", False),
     "h2c":       ("h2c",   None,        None,              True),
     "plain":     ("plain", None,        None,              False),
 }
@@ -149,6 +157,26 @@ class CA:
         self.cert = os.path.join(pki, f"{name}.pem")
         self.sign(self.key, f"/CN={subject}", "ext_ca", start, end, self.cert, selfsign=True)
 
+    def revoke(self, cert: str) -> None:
+        peerlib.openssl("ca", "-batch", "-config", self.config, "-cert", self.cert, "-keyfile", self.key,
+                        "-revoke", cert)
+
+    def crl(self, out: str) -> str:
+        peerlib.openssl("ca", "-batch", "-config", self.config, "-cert", self.cert, "-keyfile", self.key,
+                        "-gencrl", "-crldays", "30", "-out", out)
+        return out
+
+    def ocsp_response(self, cert: str, out: str) -> str:
+        """The answer of `openssl ocsp` as this CA's responder (signing with the CA's own key)
+        to a request about `cert`, from the CA's index: good, or revoked."""
+        request = out + ".request"
+        peerlib.openssl("ocsp", "-issuer", self.cert, "-cert", cert, "-no_nonce", "-reqout", request)
+        peerlib.openssl("ocsp", "-index", os.path.join(self.dir, "index.txt"), "-CA", self.cert,
+                        "-rsigner", self.cert, "-rkey", self.key, "-reqin", request, "-respout", out,
+                        "-ndays", "30")
+        os.unlink(request)
+        return out
+
     def sign(self, key: str, subject: str, extensions: str,
              start: datetime.datetime, end: datetime.datetime, out: str,
              selfsign: bool = False) -> str:
@@ -204,8 +232,24 @@ def make_pki(tmp: str) -> dict:
                               start, end, p("wronghost.pem")),
         "otherca": ca2.sign(valid_key, "/CN=localhost", "ext_server", start, end, p("otherca.pem")),
     }
+    selfsigned_key = new_key(p("selfsigned.key"))
+    certs["selfsigned"] = p("selfsigned.pem")
+    peerlib.openssl("req", "-x509", "-new", "-key", selfsigned_key, "-subj", "/CN=localhost",
+                    "-addext", f"subjectAltName = {SERVER_SANS}", "-days", "30", "-out", certs["selfsigned"])
+    revoked_key = new_key(p("revoked.key"))
+    certs["revoked"] = ca1.sign(revoked_key, "/CN=localhost", "ext_server", start, end, p("revoked.pem"))
+    ca1.revoke(certs["revoked"])
     keys = {"valid": valid_key, "rotated": rotated_key, "expired": valid_key,
-            "wronghost": valid_key, "otherca": valid_key}
+            "wronghost": valid_key, "otherca": valid_key, "revoked": revoked_key, "selfsigned": selfsigned_key}
+    staples = {"stapled": ca1.ocsp_response(certs["valid"], p("valid.ocsp.der")),
+               "stapledrevoked": ca1.ocsp_response(certs["revoked"], p("revoked.ocsp.der"))}
+    # The stapling servers send their CA after the leaf: a client finds the issuer that the
+    # response's certificate ID names in the chain the server sent (libcurl does).
+    chains = {}
+    for name, cert in (("stapled", certs["valid"]), ("stapledrevoked", certs["revoked"])):
+        chains[name] = p(f"{name}-chain.pem")
+        with open(chains[name], "w") as out:
+            out.write(open(cert).read() + open(ca1.cert).read())
 
     client_key = new_key(p("client.key"))
     client_cert = ca1.sign(client_key, "/CN=courier-client", "ext_client", start, end, p("client.pem"))
@@ -228,7 +272,11 @@ def make_pki(tmp: str) -> dict:
         peerlib.fail(f"openssl rehash made no hash link in {ca_dir}")
 
     return {
-        "ca1": ca1.cert, "ca2": ca2.cert, "ca_dir": ca_dir,
+        "ca1": ca1.cert, "ca2": ca2.cert, "ca_dir": ca_dir, "ca1_crl": ca1.crl(p("ca1.crl.pem")),
+        "staples": staples, "chains": chains,
+        # SHA-256 of each certificate's DER, in lower-case hex: what a fingerprint pin names.
+        "fingerprints": {name: hashlib.sha256(peerlib.openssl("x509", "-in", cert, "-outform", "DER")).hexdigest()
+                         for name, cert in certs.items()},
         "certs": certs, "keys": keys,
         "client": {"cert": client_cert, "key": client_key,
                    "key_encrypted": client_key_encrypted, "key_password": CLIENT_KEY_PASSWORD,
@@ -278,9 +326,11 @@ def server_block(name: str, port: int, root: str, pki: dict) -> str:
     lines = [f"    # {name}", "    server {", f"        listen {listen};",
              "        server_name localhost;", f"        root {root};"]
     if cert is not None:
-        lines += [f"        ssl_certificate {pki['certs'][cert]};",
+        lines += [f"        ssl_certificate {pki.get('chains', {}).get(name, pki['certs'][cert])};",
                   f"        ssl_certificate_key {pki['keys'][cert]};",
                   f"        ssl_protocols {protocols};"]
+    if name in pki.get("staples", {}):
+        lines += ["        ssl_stapling on;", f"        ssl_stapling_file {pki['staples'][name]};"]
     if kind == "mtls":
         lines += ["        ssl_verify_client on;",
                   f"        ssl_client_certificate {pki['ca1']};"]
@@ -477,6 +527,8 @@ def write_info(tmp: str, root: str, sock: str, ports: dict[str, int], pki: dict)
         "ca1": pki["ca1"],
         "ca2": pki["ca2"],
         "ca_dir": pki["ca_dir"],
+        "ca1_crl": pki["ca1_crl"],
+        "fingerprints": pki["fingerprints"],
         "client": pki["client"],
         "pins": pki["pins"],
         "certs": pki["certs"],

@@ -81,3 +81,21 @@ def render(rows: list[Row], *, command: str, revision: str, when: str, wall: flo
             out.append(f"- {row.label}: " + "; ".join(facts))
     out += ["", f"Logs: `{work}`."]
     return "\n".join(out) + "\n"
+
+
+def verdict(rows: list[Row]) -> str:
+    """One line for the end of the output, which is what a CI log's tail shows: every bad row
+    and why (a build, a compile, failing tests with their first failure, or a run's problem)."""
+    bad = []
+    for row in rows:
+        reasons = []
+        if row.build and row.build.error:
+            reasons.append("the libcurl build failed: " + row.build.error.splitlines()[0])
+        if row.compile and row.compile.failed:
+            reasons.append("the compile failed: " + "; ".join((row.compile.errors + row.compile.warnings)[:2]))
+        if row.suite:
+            reasons += [f"{failure.test} failed: {failure.first}" for failure in row.suite.failures[:3]]
+            reasons += row.suite.problems[:2]
+        if reasons:
+            bad.append(f"{row.label}: " + " | ".join(reasons))
+    return "libcurl-matrix: every row passed" if not bad else "libcurl-matrix: FAILED: " + " || ".join(bad)

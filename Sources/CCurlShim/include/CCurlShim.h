@@ -369,4 +369,46 @@ void *courier_curl_calloc(size_t count, size_t size);
 void courier_curl_free(void *pointer);
 char *courier_curl_strdup(const char *string);
 
+// MARK: - Server trust evaluation (shim.c; OpenSSL's functions found at run time)
+
+/// What the certificate check calls back into: `decide` gets the verification's X509_STORE_CTX
+/// and the transfer's context, and returns 1 to accept the chain, 0 to refuse it; `retain` and
+/// `release` keep the context alive as long as a connection's SSL_CTX holds it.
+typedef struct {
+    int (*decide)(void *store, void *context);
+    void (*retain)(void *context);
+    void (*release)(void *context);
+} courier_trust_hooks;
+
+/// Whether the process's libcurl does TLS with OpenSSL (1.1.1 or later) and every function the
+/// check needs was found.
+bool courier_trust_available(void);
+
+/// Sets the functions the check calls (once, before any transfer uses a trust context).
+void courier_trust_set_hooks(courier_trust_hooks hooks);
+
+/// Installs the check for the connections `easy` opens from now on (CURLOPT_SSL_CTX_FUNCTION,
+/// with `context` as its data), or removes it (NULL).
+CURLcode courier_easy_set_trust_context(CURL *easy, void *context);
+
+/// OpenSSL's own verification of the chain in `store`, the host (a name, or an IP address when
+/// `host_is_address`) checked too: 0 when it passes, OpenSSL's error code otherwise.
+int courier_trust_default_verdict(void *store, const char *host, bool host_is_address);
+
+/// OpenSSL's words for a verification error code.
+const char *courier_trust_error_text(int error);
+
+/// Sets the verification's result (0: the chain is accepted), which libcurl reads after the
+/// handshake.
+void courier_trust_set_verdict(void *store, int error);
+
+/// The certificates the server sent (leaf first).
+int courier_trust_certificate_count(void *store);
+
+/// Writes certificate `index`'s DER into `buffer` when it fits; returns its length (-1: none).
+int courier_trust_certificate(void *store, int index, unsigned char *buffer, int capacity);
+
+/// SHA-256 of `count` bytes, with the OpenSSL libcurl uses; false without it.
+bool courier_trust_sha256(const void *data, size_t count, unsigned char digest[32]);
+
 #endif

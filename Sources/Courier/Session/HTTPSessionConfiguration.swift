@@ -56,6 +56,11 @@ public struct HTTPSessionConfiguration: Sendable {
     /// request and is then closed). An HTTP/2 connection busy without pause is never idle, so
     /// never retired. nil (the default, as in URLSession and AsyncHTTPClient): no limit.
     public var maximumConnectionAge: Duration?
+    /// How long a host name's addresses, once resolved, are used for new connections before
+    /// it is resolved again. Default 60 seconds (libcurl's). Zero resolves for every new
+    /// connection; shorter keeps new connections following a DNS change sooner (pair it with
+    /// ``maximumConnectionAge`` to move open ones too). Whole seconds, rounded up.
+    public var dnsCacheLifetime: Duration = .seconds(60)
     /// An HTTP/1.1 connection that has carried this many requests (each redirect hop counts)
     /// is closed as the last of them ends (AsyncHTTPClient's `maximumUsesPerConnection`).
     /// HTTP/2 and HTTP/3 connections are not counted: libcurl gives a multiplexed connection
@@ -292,16 +297,10 @@ public struct HTTPSessionConfiguration: Sendable {
         options.acceptsCompressedResponses = acceptsCompressedResponses
         options.connectionIdleTimeout = connectionIdleTimeout
         options.maximumConnectionAge = maximumConnectionAge
+        options.dnsCacheLifetime = dnsCacheLifetime
         options.socket = socket
         options.maximumRequestsPerConnection = maximumRequestsPerConnection.map { max($0, 1) }
-        options.verifiesTLS = tls.verifiesCertificates
-        options.caFilePath = tls.certificateAuthorityFile?.path
-        options.caDirectoryPath = tls.certificateAuthorityDirectory?.path
-        options.trustsSystemCAs = tls.trustsSystemCertificates
-        options.tlsMinimum = tls.minimumVersion
-        options.tlsMaximum = tls.maximumVersion
-        options.pins = tls.normalizedPins
-        options.clientIdentity = tls.clientIdentity
+        options.tls = tls.policy
         options.unixSocketPath = unixSocketPath
         options.addressOverrides = addressOverrides
         options.handlesCookies = handlesCookies

@@ -62,6 +62,7 @@ extension HTTPSessionManager {
         var settings = WebSocketParameters()
         settings.protocols = protocols
         settings.maximumMessageSize = webSocketOptions.maximumMessageSize
+        settings.maximumTotalSize = webSocketOptions.maximumTotalSize
         settings.pingInterval = webSocketOptions.pingInterval
         settings.closeTimeout = webSocketOptions.closeTimeout
         settings.receiveQueueLimit = webSocketOptions.bufferedMessageLimit

@@ -291,6 +291,7 @@ open class HTTPSessionManager {
     /// Builds the request head, encodes parameters; nonisolated, before anything is sent.
     nonisolated func prepare(_ call: Call) throws(CourierError) -> PreparedRequest {
         if let configurationError { throw configurationError }
+        if let tls = call.options.tls { try tls.validate() }
         let (serializer, session) = try settings.withLock { settings throws(CourierError) in
             (settings.requestSerializer, try settings.sessionFields(transport: transport))
         }

@@ -39,12 +39,54 @@ public struct TLSConfiguration: Sendable, Hashable {
     public var pinnedPublicKeys: [String: [String]] = [:]
     /// The certificate presented when a server asks for one (mutual TLS).
     public var clientIdentity: ClientIdentity?
+    /// A PEM file of certificate revocation lists: a server certificate its issuer has revoked
+    /// is refused. Only the leaf is checked, and the file must hold a current list from the
+    /// leaf's issuer (a chain whose issuer has no list in it is refused too).
+    public var certificateRevocationListFile: URL?
+    /// Whether the server must staple a good OCSP response to its certificate (RFC 6066's
+    /// status request): a connection without one, or with one saying revoked, fails. Default
+    /// false, as in browsers: most servers staple only now and then.
+    public var requiresOCSPStapling = false
+    /// Decides the trust of each new connection's certificate chain in place of the usual
+    /// check, which it sees the verdict of. Needs libcurl built with OpenSSL.
+    public var serverTrustEvaluator: ServerTrustEvaluator?
+    /// Another configuration for some hosts: keys are host names (`api.example.com`) or a
+    /// `*.` and a domain (`*.internal.example`, any name under it, at any depth). The most
+    /// specific key wins (the name itself, then the longest domain), and its configuration
+    /// replaces this one wholly for that host: its own CAs, client certificate, pins and
+    /// evaluator. It applies per hop: a redirect to another host uses that host's. A host's
+    /// configuration has no hosts of its own.
+    public var hosts: [String: TLSConfiguration] = [:]
 
     /// The defaults: verification on, the system's CAs, no pins, no client certificate.
     public init() {}
 
-    /// Checks the pins; what is wrong, before any request is sent.
+    /// Trust these CAs (a PEM file of them) in place of the system's; with `clientIdentity`,
+    /// present that certificate. A call's own configuration is often just this.
+    ///
+    /// ```swift
+    /// let tenant = TLSConfiguration(certificateAuthorityFile: tenantCA, clientIdentity: .pem(certificate: cert, key: key))
+    /// let reply: JSON = try await api.GET("ledger", options: .init(tls: tenant))
+    /// ```
+    public init(certificateAuthorityFile: URL, clientIdentity: ClientIdentity? = nil) {
+        self.certificateAuthorityFile = certificateAuthorityFile
+        self.trustsSystemCertificates = false
+        self.clientIdentity = clientIdentity
+    }
+
+    /// What is wrong with the pins and the hosts, before any request is sent.
     func validate() throws(CourierError) {
+        for (pattern, configuration) in hosts {
+            let name = pattern.hasPrefix("*.") ? String(pattern.dropFirst(2)) : pattern
+            guard !name.isEmpty, !name.contains("*"), !name.contains(where: \.isWhitespace) else {
+                throw .tls(
+                    .init(message: "The TLS host '\(pattern)' is not a host name or '*.' and a domain"))
+            }
+            guard configuration.hosts.isEmpty else {
+                throw .tls(.init(message: "The TLS configuration for '\(pattern)' has hosts of its own"))
+            }
+            try configuration.validate()
+        }
         for (host, pins) in pinnedPublicKeys {
             guard !host.isEmpty, !pins.isEmpty else {
                 throw .tls(.init(message: "A pinned host needs a name and at least one pin ('\(host)': \(pins))"))
@@ -63,9 +105,52 @@ public struct TLSConfiguration: Sendable, Hashable {
         }
     }
 
+    /// The configuration as the engine applies it, with `environment`'s CA file and
+    /// directory left to the session.
+    var policy: TLSPolicy {
+        var policy = TLSPolicy()
+        policy.verifies = verifiesCertificates
+        policy.caFile = certificateAuthorityFile?.path
+        policy.caDirectory = certificateAuthorityDirectory?.path
+        policy.trustsSystemCAs = trustsSystemCertificates
+        policy.minimum = minimumVersion
+        policy.maximum = maximumVersion
+        policy.pins = normalizedPins
+        policy.clientIdentity = clientIdentity
+        policy.revocationListFile = certificateRevocationListFile?.path
+        policy.requiresStapledStatus = requiresOCSPStapling
+        policy.evaluator = serverTrustEvaluator
+        for (pattern, configuration) in hosts {
+            let key =
+                pattern.hasPrefix("*.")
+                ? "*." + HostName.normalized(pattern.dropFirst(2)) : HostName.normalized(pattern)
+            policy.hosts[key] = configuration.policy
+        }
+        return policy
+    }
+
     /// The pins by normalized host (lower case, no trailing dot, IDNA names in ASCII): the
     /// form the engine looks a request's host up in. Two spellings of one host pool their pins.
     var normalizedPins: [String: [String]] {
         Dictionary(pinnedPublicKeys.map { (HostName.normalized($0.key), $0.value) }, uniquingKeysWith: +)
+    }
+}
+
+extension RequestOptions {
+    /// This call's TLS configuration, in place of the session's (nil: the session's): a CA or a
+    /// client certificate per tenant on one session, say. It replaces the session's wholly (its
+    /// pins, hosts and evaluator too), and is checked before the request is sent as the
+    /// session's is. A connection opened with other trust or another client certificate is not
+    /// reused for it; with a trust evaluator of its own, the call opens a connection that no
+    /// other request reuses.
+    public var tls: TLSConfiguration? {
+        get { tlsConfiguration as? TLSConfiguration }
+        set { setTLS(newValue, policy: newValue?.policy) }
+    }
+
+    /// Options that change only the call's TLS configuration (see ``tls``).
+    public init(tls: TLSConfiguration) {
+        self.init()
+        self.tls = tls
     }
 }

@@ -90,6 +90,11 @@ public struct WebSocketOptions: Sendable {
     /// both directions (up to about 300 KB), which many sockets feel more than the bytes saved
     /// on small messages. ``maximumMessageSize`` limits a message once decompressed.
     public var compression: Bool
+    /// The most message bytes taken over the WebSocket's whole life (text and binary
+    /// payloads, after decompression): past it, the WebSocket closes with 1009 and fails with
+    /// `CourierError.responseTooLarge`, as a message over ``maximumMessageSize`` does. nil
+    /// (the default): no limit. For a socket to a peer you do not trust to stop.
+    public var maximumTotalSize: Int64? = nil
 
     /// Options; every argument has its default.
     public init(

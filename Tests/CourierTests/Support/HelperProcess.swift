@@ -23,11 +23,18 @@ final class HelperProcess: Sendable {
     private let lines = LineQueue()
     let pid: Int32
 
-    /// Starts the helper with `arguments`; `environment` entries replace the test's own.
-    init(_ arguments: [String], environment: [String: String] = [:]) throws {
+    /// Starts the helper with `arguments`; `environment` entries replace the test's own. With
+    /// a `launcher` (a program and its arguments), that program is run with the helper's path
+    /// and `arguments` after its own (`unshare -m ...`, say).
+    init(_ arguments: [String], environment: [String: String] = [:], launcher: [String] = []) throws {
         let process = ChildProcess()
-        process.executableURL = Self.executable
-        process.arguments = arguments
+        if let program = launcher.first {
+            process.executableURL = URL(fileURLWithPath: program)
+            process.arguments = Array(launcher.dropFirst()) + [Self.executable.path] + arguments
+        } else {
+            process.executableURL = Self.executable
+            process.arguments = arguments
+        }
         var inherited = ProcessInfo.processInfo.environment
         // Under AddressSanitizer (scripts/sanitize): a helper is killed or exits from inside its
         // async main, with live objects in abandoned frames, which LeakSanitizer would report as

@@ -59,6 +59,12 @@ actor TestServers {
         try await startFaultServer()
     }
 
+    /// A fault server of the caller's own listening on every address (`0.0.0.0`), so that
+    /// 127.0.0.2 reaches it too; its URL names 127.0.0.1.
+    static func faultServerOnEveryAddress() async throws -> URL {
+        try await startFaultServer(bind: "0.0.0.0")
+    }
+
     /// An httpbin of the caller's own, which the caller may stop (to prove that an answer came
     /// without the network).
     static func dedicatedHttpbin() async throws -> DedicatedServer {
@@ -162,10 +168,10 @@ actor TestServers {
         return DedicatedServer(url: URL(string: "http://127.0.0.1:\(fields[0])/")!, process: process)
     }
 
-    private static func startFaultServer() async throws -> URL {
+    private static func startFaultServer(bind: String = "127.0.0.1") async throws -> URL {
         let (_, fields) = try await launch(
             URL(fileURLWithPath: "/usr/bin/env"), "python3",
-            supportDirectory.appendingPathComponent("fault_server.py").path, "--port", "0")
+            supportDirectory.appendingPathComponent("fault_server.py").path, "--port", "0", "--bind", bind)
         return URL(string: "http://127.0.0.1:\(fields[0])/")!
     }
 
@@ -289,6 +295,8 @@ struct TLSServers: Sendable {
         var ca1: String
         var ca2: String
         var ca_dir: String
+        var ca1_crl: String
+        var fingerprints: [String: String]
         var client: Client
         var pins: [String: String]
         var access_log: String
@@ -315,6 +323,10 @@ struct TLSServers: Sendable {
     var ca1: URL { URL(fileURLWithPath: info.ca1) }
     var ca2: URL { URL(fileURLWithPath: info.ca2) }
     var caDirectory: URL { URL(fileURLWithPath: info.ca_dir) }
+    /// CA 1's revocation list: the `revoked` server's certificate is on it.
+    var ca1RevocationList: URL { URL(fileURLWithPath: info.ca1_crl) }
+    /// The SHA-256 of server certificate `name`'s DER, in lower-case hex.
+    func fingerprint(_ name: String) -> String { info.fingerprints[name]! }
     var client: Client { info.client }
     func pin(_ name: String) -> String { info.pins[name]! }
 

@@ -116,6 +116,20 @@ do {
         let body = try await api.GET(arguments[1], serializer: StringResponseSerializer())
         say(body.replacingOccurrences(of: "\n", with: " "))
 
+    case "dns-lifetime":
+        // dns-lifetime SECONDS URL HOSTS: GETs URL twice on connections of their own, and
+        // between them rewrites HOSTS (bind-mounted over /etc/hosts by the test) so that the
+        // URL's host names 127.0.0.2; prints the address each request connected to.
+        var configuration = HTTPSessionConfiguration.ephemeral
+        configuration.dnsCacheLifetime = .seconds(Int(arguments[1])!)
+        configuration.maximumRequestsPerConnection = 1
+        let api = HTTPSessionManager(configuration: configuration)
+        let first = try await api.request(.get, arguments[2], serializer: DataResponseSerializer())
+        let host = URL(string: arguments[2])!.host!
+        try "127.0.0.2 \(host)\n".write(toFile: arguments[3], atomically: false, encoding: .utf8)
+        let second = try await api.request(.get, arguments[2], serializer: DataResponseSerializer())
+        say("\(first.metrics.remoteIP) \(second.metrics.remoteIP)")
+
     case "bootstrapped-trace":
         // As an app does at startup: the process-wide instrument, which a session without a
         // tracer of its own uses.
