@@ -130,6 +130,10 @@ struct CourierCommand: AsyncParsableCommand {
     @Option(name: .long, help: "As --netrc, with this file.")
     var netrcFile: String?
 
+    @Option(
+        name: .long, help: "Write the exchanges (redirects included) to FILE as a HAR 1.2 archive, secrets redacted.")
+    var har: String?
+
     @Option(name: .long, help: "Send through this proxy, e.g. http://user:password@proxy.example:3128.")
     var proxy: String?
 
@@ -347,6 +351,7 @@ struct CourierCommand: AsyncParsableCommand {
         configuration.followsRedirects = !noFollow
         apply(to: &configuration, host: URL(string: invocation.url)?.host, bearer: bearer)
         if offline { configuration.interceptors.append(OfflineInterceptor()) }
+        if let har { configuration.eventMonitors.append(HARRecorder(file: URL(fileURLWithPath: har))) }
         let api = HTTPSessionManager(configuration: configuration)
         try storeCredential(auth, in: api, for: invocation.url)
         await kept?.session.restoreCookies(into: api)

@@ -326,6 +326,7 @@ final class Transfer: @unchecked Sendable {
         guard !sinkEnded else { return Data() }
         sinkEnded = true
         bodyReader?.close()
+        if outcome == .completed, let trailers = head.trailers { sink.trailersArrived(trailers) }
         return sink.end(outcome)
     }
 }

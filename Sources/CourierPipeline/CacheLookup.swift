@@ -36,14 +36,21 @@ struct CacheLookup: Sendable {
     /// A stale entry served under `stale-while-revalidate`: the pipeline revalidates it in the
     /// background (RFC 5861 section 3).
     private(set) var revalidatesInBackground = false
+    /// Why a load goes to the server, for the response's `CacheStatus` (RFC 9211).
+    private var forwardReason: CacheStatus.ForwardReason = .uriMiss
+    /// Whether responses carry their `CacheStatus` in a `Cache-Status` field too.
+    private let addsStatusField: Bool
 
     /// What `cache` (the session's, if any) can do for `request` under `policy`; `lifetime`
     /// overrides the response's own. `additions` says what the transport adds to the request
     /// on its way out (read only when the cache is consulted).
     init(
         cache sessionCache: HTTPCache?, policy: CachePolicy, lifetime: Duration?, request: HTTPRequest,
-        urlString: String, body: RequestBody?, sink: (any ResponseSink)?, additions: OutgoingRequest.Additions = .init()
+        urlString: String, body: RequestBody?, sink: (any ResponseSink)?,
+        additions: OutgoingRequest.Additions = .init(),
+        addsStatusField: Bool = false
     ) {
+        self.addsStatusField = addsStatusField
         self.policy = policy
         self.request = request
         self.urlString = urlString
@@ -70,13 +77,16 @@ struct CacheLookup: Sendable {
         outgoing = additions.applied(to: request, urlString: urlString)
         guard policy != .reloadIgnoringCacheData else {
             mayHoldStored = true
+            forwardReason = .request
             return
         }
         // An empty cache (every response `no-store`, say) costs no key and no lookup.
         if cache.count != 0, let stored = cache.entry(for: key) {
             mayHoldStored = true
+            forwardReason = .varyMiss
             if stored.matchesVary(outgoing) {
                 entry = stored
+                forwardReason = .stale
                 if request.headerFields[.cacheControl] == nil,
                     request.headerFields[values: HTTPField.Name("Pragma")!].contains(where: {
                         $0.lowercased().contains("no-cache")
@@ -84,6 +94,7 @@ struct CacheLookup: Sendable {
                 {
                     requestControl.noCache = true  // RFC 9111 section 5.4
                 }
+                if requestControl.noCache || requestControl.maxAge == 0 { forwardReason = .request }
                 self.requestControl = requestControl
             }
         }
@@ -102,7 +113,7 @@ struct CacheLookup: Sendable {
             entry.staleness() <= window
         {
             revalidatesInBackground = true
-            return raw(from: entry, source: .cache)
+            return raw(from: entry, source: .cache, detail: "stale-while-revalidate")
         }
         return answer
     }
@@ -156,7 +167,9 @@ struct CacheLookup: Sendable {
         else { return nil }
         switch error {
         case .cannotConnect, .cannotResolveHost, .timedOut, .connectionLost, .tls, .transport, .invalidResponse:
-            return raw(from: entry, source: .cache)
+            return raw(
+                from: entry, source: .cache,
+                detail: policy == .returnCacheDataOnError ? "served after a failed load" : "stale-if-error")
         default:
             return nil
         }
@@ -214,16 +227,18 @@ struct CacheLookup: Sendable {
             return answer
         }
         if [500, 502, 503, 504].contains(code), let entry, !entry.control.mustRevalidate, withinStaleIfError(entry) {
-            return raw(from: entry, source: .cache)
+            var answer = raw(from: entry, source: .cache, detail: "stale-if-error")
+            answer.cacheStatus?.forwardStatus = code
+            return answer
         }
         // Decided from the status and a few fields read from the recorded head: the whole
         // `HTTPResponse` is built only for a response that is stored (this runs for every GET).
-        guard code >= 200, code != 206, code != 304 else { return response }
+        guard code >= 200, code != 206, code != 304 else { return forwarded(response, stored: false) }
         let head = response.head
         let control = CacheControl(head.values(of: .cacheControl))
         if control.noStore, !control.mustUnderstand || !CachedResponse.understoodStatuses.contains(code) {
             if mayHoldStored { cache.remove(key) }  // an older stored answer goes too
-            return response
+            return forwarded(response, stored: false)
         }
         let varyAll = FieldList.lowercasedItems(head.values(of: .vary)).contains("*")
         let authorized = outgoing.headerFields[.authorization] != nil
@@ -233,14 +248,36 @@ struct CacheLookup: Sendable {
             || (CachedResponse.heuristicStatuses.contains(code)
                 && (head.lastValue(of: .eTag) != nil || head.lastValue(of: .lastModified) != nil))
         guard !varyAll, !authorized || control.isPublic || control.mustRevalidate, storable else {
-            return response
+            return forwarded(response, stored: false)
         }
-        cache.store(
-            CachedResponse(
-                key: key, response: CachedResponse.storedHead(of: response.response, control: control),
-                body: response.data, request: outgoing, requestTime: requestTime, responseTime: Date(),
-                lifetimeOverride: lifetime))
+        let stored = CachedResponse(
+            key: key, response: CachedResponse.storedHead(of: response.response, control: control),
+            body: response.data, request: outgoing, requestTime: requestTime, responseTime: Date(),
+            lifetimeOverride: lifetime)
+        cache.store(stored)
+        return forwarded(response, stored: true, ttl: Int((-stored.staleness()).rounded(.down)))
+    }
+
+    /// A response from the server, marked with why the request went there and whether the
+    /// response was stored (with its freshness, when it was).
+    private func forwarded(_ response: consuming RawResponse, stored: Bool, ttl: Int? = nil) -> RawResponse {
+        var response = response
+        mark(
+            &response,
+            CacheStatus(forward: forwardReason, forwardStatus: response.status.code, ttl: ttl, stored: stored))
         return response
+    }
+
+    /// Sets the response's cache status, and adds it to its `Cache-Status` field when the
+    /// session asks for that (after the members of caches nearer the server, RFC 9211 section 2).
+    private func mark(_ response: inout RawResponse, _ status: CacheStatus) {
+        response.cacheStatus = status
+        guard addsStatusField else { return }
+        var head = response.response
+        let name = HTTPField.Name("Cache-Status")!
+        let earlier = head.headerFields[values: name].joined(separator: ", ")
+        head.headerFields[name] = earlier.isEmpty ? status.description : earlier + ", " + status.description
+        response.response = head
     }
 
     /// RFC 9111 section 4.4: a non-error response to an unsafe method invalidates the stored
@@ -281,11 +318,20 @@ struct CacheLookup: Sendable {
 
     /// The stored response as an answer, with its current `Age` (RFC 9111 section 4.2.3: a
     /// response from the cache says how old it is).
-    private func raw(from entry: CachedResponse, source: ResponseSource) -> RawResponse {
+    private func raw(from entry: CachedResponse, source: ResponseSource, detail: String? = nil) -> RawResponse {
         var response = entry.response
         response.headerFields[.age] = String(Int(max(0, entry.currentAge()).rounded(.down)))
         var raw = RawResponse(request: request, response: response, data: entry.body)
         raw.source = source
+        let ttl = Int((-entry.staleness()).rounded(.down))
+        // A hit, stale or not; a revalidation (fwd=stale, 304); or a stored response served
+        // after the load failed (fwd as the load's reason, with the detail).
+        let hit = source == .cache && (detail == nil || detail == "stale-while-revalidate")
+        let status =
+            source == .revalidatedCache
+            ? CacheStatus(forward: .stale, forwardStatus: 304, ttl: ttl, stored: true)
+            : CacheStatus(hit: hit, forward: hit ? nil : forwardReason, ttl: ttl, detail: detail)
+        mark(&raw, status)
         return raw
     }
 

@@ -36,6 +36,9 @@ public struct RequestEvent: Sendable {
     public var date: Date
     /// What happened.
     public var kind: Kind
+    /// The response body (content-decoded) on a `finished` event; nil on the others. A monitor
+    /// that keeps it (`HARRecorder`) decides how much.
+    public var responseBody: Data?
 
     /// A request's events, in the order they come: `created`; for each attempt `adapted`,
     /// `attemptStarted`, any `redirected` and `responseHead`s; after a failed attempt
@@ -100,7 +103,7 @@ package final class EventMonitorGroup: Sendable {
         case event(RequestEvent)
         case head(UInt64, Date, ResponseHead, for: HTTPRequest)
         case redirect(UInt64, Date, from: HTTPRequest, to: HTTPRequest, ResponseHead)
-        case finished(UInt64, Date, HTTPRequest, ResponseHead, TransferMetrics, ResponseSource)
+        case finished(UInt64, Date, HTTPRequest, ResponseHead, TransferMetrics, ResponseSource, Data)
 
         /// The event a monitor sees; nil for a head that does not parse.
         var event: RequestEvent? {
@@ -112,10 +115,12 @@ package final class EventMonitorGroup: Sendable {
             case .redirect(let id, let date, let from, let to, let head):
                 return RequestEvent(
                     requestID: id, date: date, kind: .redirected(from: from, to: to, response: head.response))
-            case .finished(let id, let date, let request, let head, let metrics, let source):
-                return RequestEvent(
+            case .finished(let id, let date, let request, let head, let metrics, let source, let body):
+                var event = RequestEvent(
                     requestID: id, date: date,
                     kind: .finished(request, head.response, metrics: metrics, source: source))
+                event.responseBody = body
+                return event
             }
         }
     }
@@ -135,7 +140,8 @@ package final class EventMonitorGroup: Sendable {
         for monitor in monitors {
             let queue = MonitorQueue()
             queues.append(queue)
-            let flushed = monitor is LoggingMonitor
+            // A logger's lines, and a HAR recorder's entries, are out before the call returns.
+            let flushed = monitor is LoggingMonitor || monitor is HARRecorder
             if flushed { flushedQueues.append(queue) }
             consumers.append(
                 Task.detached {
@@ -169,7 +175,7 @@ package final class EventMonitorGroup: Sendable {
     /// Queues `finished` for `raw`, whose head is parsed on the monitors' tasks (once, for all);
     /// returns once the loggers have written it.
     package func emitFinished(_ requestID: UInt64, _ raw: RawResponse) async {
-        await enqueueLast(.finished(requestID, Date(), raw.request, raw.head, raw.metrics, raw.source))
+        await enqueueLast(.finished(requestID, Date(), raw.request, raw.head, raw.metrics, raw.source, raw.data))
     }
 
     /// Queues `failed`; returns once the loggers have written it.

@@ -77,7 +77,10 @@ final class InFlightRequest {
     /// What interceptors are told of the attempt; nil when none apply.
     var context: RequestContext? {
         started.map {
-            RequestContext(requestID: requestID, attempt: number, firstAttemptStarted: $0, deadline: deadline)
+            var context = RequestContext(
+                requestID: requestID, attempt: number, firstAttemptStarted: $0, deadline: deadline)
+            context.body = prepared.body
+            return context
         }
     }
 

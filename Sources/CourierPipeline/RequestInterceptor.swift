@@ -60,6 +60,9 @@ public struct RequestContext: Sendable {
     /// this time and fails the call with `timedOut`; an interceptor that waits for something
     /// (a token refresh) can give up at the same time.
     public var deadline: ContinuousClock.Instant?
+    /// The request's body as it will be sent, for interceptors of this package that sign it
+    /// (`AWSSigV4Signer`); nil without one.
+    package var body: RequestBody?
 
     /// A context.
     public init(

@@ -57,6 +57,7 @@ public struct RequestOptions: Sendable {
         var maximumDecompressionRatio: Int? = nil
         var proxy: URL? = nil
         var connectTimeout: Duration? = nil
+        var coalescing: Bool? = nil
         var tlsConfiguration: (any Sendable)? = nil
         var tlsPolicy: TLSPolicy? = nil
     }
@@ -238,6 +239,17 @@ public struct RequestOptions: Sendable {
         set { unique().fields.proxy = newValue }
     }
 
+    /// Whether this call may share another identical call's request while it is in flight
+    /// (nil: the configuration's `coalescesRequests`). Only `GET` and `HEAD` calls without a
+    /// body, made with the async calls and data tasks, that change none of the session's
+    /// transfer settings, with the same URL, fields and credential, are coalesced; each gets the
+    /// same response, and the metrics of the calls that waited name the call that sent it
+    /// (`TransferMetrics.coalescedFrom`).
+    public var coalescing: Bool? {
+        get { storage.fields.coalescing }
+        set { unique().fields.coalescing = newValue }
+    }
+
     /// Making this call's connection (and its TLS handshake) may take at most this long (nil:
     /// the configuration's `connectTimeout`).
     public var connectTimeout: Duration? {
@@ -261,6 +273,14 @@ public struct RequestOptions: Sendable {
     public init(eventMonitors: [any EventMonitor]) {
         var fields = Fields()
         fields.eventMonitors = eventMonitors
+        storage = Storage(fields)
+    }
+
+    /// Options that change only whether the call may share an identical call's request (see
+    /// ``coalescing``).
+    public init(coalescing: Bool) {
+        var fields = Fields()
+        fields.coalescing = coalescing
         storage = Storage(fields)
     }
 

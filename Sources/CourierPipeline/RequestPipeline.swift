@@ -47,13 +47,22 @@ package final class RequestPipeline: Sendable {
     static let longestDeadline = Duration.seconds(10 * 365 * 86_400)
     /// The `stale-while-revalidate` revalidations under way.
     let backgroundRevalidations = BackgroundRevalidations()
+    /// Responses the cache touched carry their `CacheStatus` in a `Cache-Status` field too.
+    let addsCacheStatusField: Bool
+    /// Whether identical calls in flight share one transfer unless a call says otherwise.
+    let coalescesRequests: Bool
+    /// The transfers identical calls share (`RequestOptions.coalescing`).
+    package let coalescing = CoalescedTransfers()
 
     package init(
         transport: any Transport, cache: HTTPCache?, cachePolicy: CachePolicy, credentials: CredentialStore,
         proxies: ProxySettings, transferOptions: TransferOptions, interceptors: [any RequestInterceptor],
         monitors: [any EventMonitor], hsts: HSTSStore? = nil, altServices: AltServiceStore = AltServiceStore(file: nil),
-        observability: SessionObservability = SessionObservability(tracer: nil, metricsFactory: nil)
+        observability: SessionObservability = SessionObservability(tracer: nil, metricsFactory: nil),
+        addsCacheStatusField: Bool = false, coalescesRequests: Bool = false
     ) {
+        self.addsCacheStatusField = addsCacheStatusField
+        self.coalescesRequests = coalescesRequests
         self.observability = observability
         self.hsts = hsts
         self.altServices = altServices
@@ -104,7 +113,9 @@ package final class RequestPipeline: Sendable {
         let observation = observability.observe(prepared.head)
         let ownMonitors = EventMonitorGroup(prepared.call.options.eventMonitors)
         let observed = monitors != nil || ownMonitors != nil || observation != nil
-        let requestID = interceptorsApply || observed ? lastRequestID.add(1, ordering: .relaxed).newValue : 0
+        // Numbered when something tells the number, or when another call's metrics may name it.
+        let numbered = interceptorsApply || observed || (prepared.call.options.coalescing ?? coalescesRequests)
+        let requestID = numbered ? lastRequestID.add(1, ordering: .relaxed).newValue : 0
         let observers =
             observed
             ? RequestObservers(
@@ -311,7 +322,7 @@ package final class RequestPipeline: Sendable {
         var cacheLookup = CacheLookup(
             cache: cache, policy: prepared.call.options.cachePolicy ?? cachePolicy,
             lifetime: prepared.call.options.cacheLifetime, request: adapted, urlString: urlString,
-            body: prepared.body, sink: call.sink, additions: additions)
+            body: prepared.body, sink: call.sink, additions: additions, addsStatusField: addsCacheStatusField)
         if !inBackground, let answer = try cacheLookup.answerWithoutLoading() {
             call.observers?.attemptStarted(adapted, attempt: call.number)
             if cacheLookup.revalidatesInBackground {
@@ -359,6 +370,10 @@ package final class RequestPipeline: Sendable {
     /// host appears if it waits for connectivity.
     @inline(never)
     func send(_ attempt: Attempt) async throws {
+        if let key = coalescingKey(attempt) {
+            try await sendCoalesced(attempt, key: key)
+            return
+        }
         while true {
             let transfer = start(attempt)
             do {
@@ -369,6 +384,48 @@ package final class RequestPipeline: Sendable {
                 try await waitForConnectivity(after: error, attempt)
             }
         }
+    }
+
+    /// The key under which identical calls share a transfer: the method, the URL, the fields
+    /// as they go out and the credentials the transport adds; nil for a call that is not
+    /// coalesced (it asked not to be, has a body or a sink, changes the session's transfer
+    /// settings, decides its own redirects, or waits for connectivity).
+    private func coalescingKey(_ attempt: Attempt) -> String? {
+        let call = attempt.call
+        guard call.prepared.call.options.coalescing ?? coalescesRequests else { return nil }
+        let request = attempt.request
+        guard request.head.method == .get || request.head.method == .head, request.body == nil, call.sink == nil,
+            request.sharedOptions === sharedTransferOptions, request.redirectHandler == nil,
+            !request.sharedOptions.value.waitsForConnectivity
+        else { return nil }
+        var key = request.head.method.rawValue + " " + request.urlString
+        for field in request.head.headerFields { key += "\n\(field.name.canonicalName): \(field.value)" }
+        for scoped in request.credentials {
+            let credential = scoped.credential
+            key += "\n\u{0}\(scoped.origin) \(credential.user) \(credential.password) \(credential.sendsPreemptively)"
+        }
+        if let proxy = request.proxyCredential { key += "\n\u{1}\(proxy.user) \(proxy.password)" }
+        return key
+    }
+
+    /// The attempt's transfer shared with identical calls in flight: the first one makes and
+    /// starts it, every one waits for it as a member of its group (cancelling one leaves the
+    /// group; the transfer stops when the last has left).
+    @inline(never)
+    private func sendCoalesced(_ attempt: Attempt, key: String) async throws {
+        let call = attempt.call
+        let (group, leads, member) = coalescing.join(key, leaderID: call.requestID)
+        if leads {
+            let transfer = transport.makeTransfer(
+                attempt.request, reporters: call.reporters, sharedHeaders: attempt.sharedHeaders, sink: nil,
+                maximumBytesPerSecond: call.prepared.call.maximumBytesPerSecond)
+            call.observers?.attemptStarted(attempt.request.head, attempt: call.number)
+            transfer.start()
+            group.run(transfer)
+        }
+        call.register?(member)
+        let output = try await member.value(cancelsWithCaller: true)
+        attempt.keep(leads ? output : output.coalesced(from: group.leaderID))
     }
 
     /// The attempt's transfer, made, registered, announced and started.

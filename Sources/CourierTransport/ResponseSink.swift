@@ -42,6 +42,8 @@ package protocol ResponseSink: AnyObject {
     /// The pipeline gave up after `prepareAnotherAttempt()` readied the sink and before a
     /// transfer took it: end it as a transfer would have. Does nothing otherwise.
     func abandonAnotherAttempt(cancelled: Bool)
+    /// The response's trailer fields, told before a successful end when any came.
+    func trailersArrived(_ trailers: HTTPFields)
 }
 
 extension ResponseSink {
@@ -52,6 +54,7 @@ extension ResponseSink {
     package func flush() {}
     package var progressOffset: Int64 { 0 }
     package func checkComplete() -> CourierError? { nil }
+    package func trailersArrived(_ trailers: HTTPFields) {}
 }
 
 package enum SinkWrite {

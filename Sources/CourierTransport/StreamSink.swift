@@ -37,6 +37,8 @@ package final class StreamSink: ResponseSink, @unchecked Sendable {
         var headResult: Result<HTTPResponse, any Error>?
         /// The most ever held, for tests of the bound.
         var largestBuffered = 0
+        /// The response's trailer fields, once the body has ended with some.
+        var trailers: HTTPFields?
     }
 
     private let state = Locked(State())
@@ -54,6 +56,13 @@ package final class StreamSink: ResponseSink, @unchecked Sendable {
     }
 
     package var largestBuffered: Int { state.withLock { $0.largestBuffered } }
+
+    /// The trailer fields that came after the body (set before the end is delivered).
+    package var trailers: HTTPFields? { state.withLock { $0.trailers } }
+
+    package func trailersArrived(_ trailers: HTTPFields) {
+        state.withLock { $0.trailers = trailers }
+    }
 
     // MARK: Engine side
 

@@ -253,6 +253,14 @@ package final class TransferOutput: Sendable {
         self.body = body
         self.metrics = metrics
     }
+
+    /// The same output for a call that waited for another call's transfer (request
+    /// coalescing): its metrics name the call that sent it.
+    package func coalesced(from requestID: UInt64) -> TransferOutput {
+        var metrics = metrics
+        metrics.coalescedFrom = requestID
+        return TransferOutput(request: request, head: head, body: body, metrics: metrics)
+    }
 }
 
 /// How urgent a request is, as URLSession's task priority and ASIHTTPRequest's queue priority:

@@ -131,6 +131,20 @@ import Testing
         #expect(broken.stderr.contains("'machine' without a name"))
     }
 
+    @Test func harWritesTheExchangesRedirectsIncluded() async throws {
+        let fault = try await TestServers.fault()
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("cli-\(UUID()).har")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let url = fault.appendingPathComponent("redirect").absoluteString + "?to=/bytes%3Fn%3D16"
+        let run = try await Self.courier(["--har", file.path, "--auth", "u:p", url])
+        #expect(run.status == 0, "\(run.stderr)")
+        let archive = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [String: Any])
+        let entries = try #require((archive["log"] as? [String: Any])?["entries"] as? [[String: Any]])
+        let statuses = entries.compactMap { ($0["response"] as? [String: Any])?["status"] as? Int }
+        #expect(statuses == [302, 200])
+        #expect(try !String(contentsOf: file, encoding: .utf8).contains(Data("u:p".utf8).base64EncodedString()))
+    }
+
     @Test func bearerSendsTheToken() async throws {
         let fault = try await TestServers.fault()
         let url = fault.appendingPathComponent("bearer/cli-bearer-\(UUID().uuidString.prefix(8))").absoluteString

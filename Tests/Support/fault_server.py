@@ -430,11 +430,12 @@ def respond(conn: Conn, req: Request, status: int, body: bytes = b"",
     return keep
 
 
-def send_chunked(conn: Conn, pieces) -> None:
+def send_chunked(conn: Conn, pieces, trailers: list[tuple[str, str]] | None = None) -> None:
     for piece in pieces:
         if piece:
             conn.send(b"%x\r\n" % len(piece) + bytes(piece) + b"\r\n")
-    conn.send(b"0\r\n\r\n")
+    trailer = b"".join(f"{name}: {value}\r\n".encode() for name, value in trailers or [])
+    conn.send(b"0\r\n" + trailer + b"\r\n")
 
 
 # --------------------------------------------------------------------------
@@ -670,12 +671,21 @@ def route_bomb(conn: Conn, req: Request, chunked: bool) -> bool:
 
 
 def route_chunked(conn: Conn, req: Request) -> bool:
+    """/chunked?n=N&chunk=K: N pattern bytes in chunks of K. With trailers=1, the body ends
+    with a trailer section: `Server-Timing: db;dur=53` and `X-Checksum: <SHA-256 of the body>`
+    (announced by a `Trailer` field in the head)."""
     n = req.int_param("n", 1024)
     k = req.int_param("chunk", 100, minimum=1)
     read_body(conn, req, None)
     keep = req.keep_alive
+    trailers = None
+    extra = []
+    if req.params.get("trailers") == "1":
+        trailers = [("Server-Timing", "db;dur=53"),
+                    ("X-Checksum", hashlib.sha256(pattern_bytes(0, n)).hexdigest())]
+        extra = [("Trailer", "Server-Timing, X-Checksum")]
     conn.send(head_bytes(200, [("Content-Type", "application/octet-stream"),
-                               ("Transfer-Encoding", "chunked")] + conn_header(req, keep)))
+                               ("Transfer-Encoding", "chunked")] + extra + conn_header(req, keep)))
     if req.method == "HEAD":
         return keep
 
@@ -685,7 +695,7 @@ def route_chunked(conn: Conn, req: Request) -> bool:
             size = min(k, n - offset)
             yield pattern_bytes(offset, size)
             offset += size
-    send_chunked(conn, pieces())
+    send_chunked(conn, pieces(), trailers)
     return keep
 
 
@@ -767,6 +777,31 @@ def route_echo(conn: Conn, req: Request) -> bool:
     }
     body = json.dumps(doc).encode()
     return respond(conn, req, 200, body, content_type="application/json")
+
+
+def route_problem(conn: Conn, req: Request) -> bool:
+    """/problem/<status>: an RFC 9457 problem (application/problem+json) with that status:
+    RFC 9457's out-of-credit example, whose `status` member is the code, plus `balance` and
+    `accounts` as extension members. /problem/<status>?bad-types: `title` a number and `status`
+    a string, which a reader must ignore."""
+    text = req.path[len("/problem/"):]
+    if not text.isdigit() or not 400 <= int(text) <= 599:
+        return respond(conn, req, 400, b"status must be 400..599\n")
+    code = int(text)
+    read_body(conn, req, None)
+    problem = {
+        "type": "https://example.com/probs/out-of-credit",
+        "title": "You do not have enough credit.",
+        "status": code,
+        "detail": "Your current balance is 30, but that costs 50.",
+        "instance": "/account/12345/msgs/abc",
+        "balance": 30,
+        "accounts": ["/account/12345", "/account/67890"],
+    }
+    if "bad-types" in req.params:
+        problem["title"] = 7
+        problem["status"] = str(code)
+    return respond(conn, req, code, json.dumps(problem).encode(), content_type="application/problem+json")
 
 
 def route_status(conn: Conn, req: Request) -> bool:
@@ -879,7 +914,8 @@ def route_cache_probe(conn: Conn, req: Request) -> bool:
     after `delay304` milliseconds;
     `hh=Name:Value` fields replace the `h` ones in answers to HEAD;
     `unsafe-status=N` is the status for methods other than GET and HEAD; `close=K` closes the
-    connection without an answer from request K on."""
+    connection without an answer from request K on; `hold=NAME` answers only once
+    `/release/NAME` has been requested (60 s at most), after counting the request."""
     name = req.path[len("/cache-probe/"):]
     read_body(conn, req, None)
     st = stats_for(name)
@@ -888,6 +924,9 @@ def route_cache_probe(conn: Conn, req: Request) -> bool:
         number = st.requests
         st.methods.append(req.method)
         st.ranges.append(req.header("If-None-Match"))
+    hold = req.params.get("hold")
+    if hold:
+        held_event(hold).wait(60)
     lists = parse_qs(req.query, keep_blank_values=True)
     close_from = req.int_param("close", 0)
     if close_from and number >= close_from:
@@ -1633,6 +1672,8 @@ def dispatch(conn: Conn, req: Request) -> bool:
         return route_coded(conn, req)
     if p.startswith("/status/"):
         return route_status(conn, req)
+    if p.startswith("/problem/"):
+        return route_problem(conn, req)
     if p.startswith("/file/"):
         return route_file(conn, req)
     if p.startswith("/stats/"):

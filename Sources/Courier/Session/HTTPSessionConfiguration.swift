@@ -143,6 +143,17 @@ public struct HTTPSessionConfiguration: Sendable {
     public var cookieAcceptPolicy: CookieAcceptPolicy = .always
     /// How requests use the HTTP cache. Default `.useProtocolCachePolicy` (RFC 9111).
     public var cachePolicy: CachePolicy = .useProtocolCachePolicy
+    /// Whether a response the HTTP cache answered or forwarded carries what the cache did in a
+    /// `Cache-Status` field too (RFC 9211; Courier's entry after those of caches nearer the
+    /// server), as a proxy cache would write it. Default false: the response's `cacheStatus`
+    /// says the same without changing the fields the server sent.
+    public var addsCacheStatusField = false
+    /// Whether identical `GET` and `HEAD` calls in flight at once share one request (request
+    /// coalescing): twenty views asking for the same profile send one request and each gets
+    /// the response. A call can choose for itself (`RequestOptions.coalescing`). Default false:
+    /// a server may count or vary every request, and a caller may rely on its own (on the
+    /// transfer's timeouts and its progress, which are the first caller's).
+    public var coalescesRequests = false
     /// The HTTP cache's size in bytes (on disk for a default session, in memory for an
     /// ephemeral one); 0 for no cache. Default 64 MiB for default sessions, 8 MiB for
     /// ephemeral ones, 0 for background ones (which run no data tasks).

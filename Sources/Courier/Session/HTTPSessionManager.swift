@@ -180,7 +180,9 @@ open class HTTPSessionManager {
             hsts: configuration.usesHSTS ? HSTSStore(file: storage?.appendingPathComponent("hsts.json")) : nil,
             altServices: AltServiceStore(file: storage?.appendingPathComponent("alt-svc.json")),
             observability: SessionObservability(
-                tracer: configuration.tracer, metricsFactory: configuration.metricsFactory))
+                tracer: configuration.tracer, metricsFactory: configuration.metricsFactory),
+            addsCacheStatusField: configuration.addsCacheStatusField,
+            coalescesRequests: configuration.coalescesRequests)
         do {
             try configuration.validate()
             self.configurationError = nil

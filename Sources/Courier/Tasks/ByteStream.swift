@@ -51,13 +51,20 @@ public struct ByteStream: AsyncSequence, Sendable {
     public struct Iterator: AsyncIteratorProtocol {
         let storage: IteratorStorage
 
+        /// The trailer fields that came after the body, once ``next()`` has returned nil (a
+        /// chunked body's trailer section, an HTTP/2 response's trailing fields); nil before,
+        /// and when none came.
+        public var trailers: HTTPFields? { storage.ended.withLock { $0 } ? storage.sink.trailers : nil }
+
         /// The next chunk, or nil at the end of the body.
         public mutating func next() async throws -> Data? {
-            try await withTaskCancellationHandler {
+            let chunk = try await withTaskCancellationHandler {
                 try await storage.sink.next()
             } onCancel: { [storage] in
                 storage.control.cancel()
             }
+            if chunk == nil { storage.ended.withLock { $0 = true } }
+            return chunk
         }
     }
 
@@ -65,6 +72,8 @@ public struct ByteStream: AsyncSequence, Sendable {
     final class IteratorStorage: Sendable {
         let sink: StreamSink
         let control: TaskControl
+        /// The iterator has returned the end of the body.
+        let ended = Locked(false)
 
         init(sink: StreamSink, control: TaskControl) {
             self.sink = sink

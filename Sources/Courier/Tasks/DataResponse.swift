@@ -14,8 +14,12 @@ public struct DataResponse<Value: Sendable>: Sendable {
     /// The response head (parsed into `HTTPFields` on first use).
     public var response: HTTPResponse {
         get { head.response }
-        set { head = ResponseHead(parsed: newValue) }
+        set { head = ResponseHead(parsed: newValue, trailers: head.trailers) }
     }
+    /// The trailer fields that came after the body (a chunked HTTP/1.1 body's trailer section,
+    /// an HTTP/2 or HTTP/3 response's trailing fields): `Server-Timing`, a checksum, gRPC's
+    /// status. nil when none came.
+    public var trailers: HTTPFields? { head.trailers }
     var head: ResponseHead
     /// The body bytes.
     public var data: Data
@@ -25,6 +29,10 @@ public struct DataResponse<Value: Sendable>: Sendable {
     public var metrics: TransferMetrics
     /// Whether the network or the HTTP cache answered.
     public var source: ResponseSource
+    /// What the session's HTTP cache did with the response (RFC 9211's terms): a hit, or why
+    /// the request went to the server and whether the answer was stored. nil when the cache
+    /// had no part.
+    public var cacheStatus: CacheStatus?
 
     /// Creates a response.
     public init(raw: RawResponse, value: Value) {
@@ -34,6 +42,7 @@ public struct DataResponse<Value: Sendable>: Sendable {
         self.value = value
         self.metrics = raw.metrics
         self.source = raw.source
+        self.cacheStatus = raw.cacheStatus
     }
 
     /// The URL that answered (after redirects): the final request's URL. Setting it sets the

@@ -8,8 +8,12 @@ public struct RawResponse: Sendable {
     /// The response head: status and header fields (parsed into `HTTPFields` on first use).
     public var response: HTTPResponse {
         get { head.response }
-        set { head = ResponseHead(parsed: newValue) }
+        set { head = ResponseHead(parsed: newValue, trailers: head.trailers) }
     }
+    /// The trailer fields that came after the body (a chunked HTTP/1.1 body's trailer section,
+    /// an HTTP/2 or HTTP/3 response's trailing fields): `Server-Timing`, a checksum, gRPC's
+    /// status. nil when none came.
+    public var trailers: HTTPFields? { head.trailers }
     package var head: ResponseHead
     /// The body bytes (content-decoded).
     public var data: Data
@@ -17,6 +21,10 @@ public struct RawResponse: Sendable {
     public var metrics: TransferMetrics
     /// Whether the network or the HTTP cache answered.
     public var source: ResponseSource = .network
+    /// What the session's HTTP cache did with the response (RFC 9211's terms): a hit, or why
+    /// the request went to the server and whether the answer was stored. nil when the cache
+    /// had no part (no cache, a method or a task it does not serve, `no-store` in the request).
+    public var cacheStatus: CacheStatus?
 
     /// Creates a raw response.
     public init(request: HTTPRequest, response: HTTPResponse, data: Data, metrics: TransferMetrics = .init()) {

@@ -8,8 +8,8 @@ import HTTPTypes
 ///
 /// libcurl calls the header function once per line, including the status line and the blank
 /// line that ends the head, for every head it reads (interim 1xx responses included), so a new
-/// status line starts a new head. Trailers of a chunked body arrive after the head is complete
-/// and are ignored.
+/// status line starts a new head. Trailers of a chunked body (or an HTTP/2 response's trailing
+/// fields) arrive after the head is complete and are kept apart (``trailers``).
 ///
 /// On the engine thread it only copies the lines and picks out the few facts the engine needs
 /// (status, `Content-Length`, `Content-Encoding`, `Location`); building `HTTPFields`, which
@@ -57,6 +57,8 @@ package struct RecordedHead: Sendable {
     /// The reason phrase, then each header line, each followed by LF.
     private var lines: [UInt8] = []
     private var reasonLength = 0
+    /// The trailer lines of the current response, each followed by LF.
+    private var trailerLines: [UInt8] = []
     /// Bytes of header lines received for the current request, every head and trailer included.
     private var receivedBytes = 0
 
@@ -79,6 +81,7 @@ package struct RecordedHead: Sendable {
         hasTransferCoding = false
         lines.removeAll(keepingCapacity: true)
         reasonLength = 0
+        trailerLines.removeAll()
     }
 
     /// Whether the head that just completed is interim (1xx): the real one follows.
@@ -113,8 +116,14 @@ package struct RecordedHead: Sendable {
             }
             return .partial
         }
-        guard statusCode != 0, !isComplete else { return .partial }  // trailers, or garbage before a status line
+        guard statusCode != 0 else { return .partial }  // garbage before a status line
         let text = UnsafeRawBufferPointer(rebasing: line[0..<end])
+        if isComplete {
+            // A trailer: kept apart from the head (its fields say nothing of the framing).
+            trailerLines.append(contentsOf: text)
+            trailerLines.append(0x0A)
+            return .partial
+        }
         // The first letter picks the candidates (most lines match none of them).
         switch text[0] | 0x20 {
         case UInt8(ascii: "c"):
@@ -232,6 +241,21 @@ package struct RecordedHead: Sendable {
             // One bulk insertion: `HTTPFields.append` per field goes through replaceSubrange.
             return HTTPResponse(
                 status: .init(code: statusCode, reasonPhrase: reason), headerFields: HTTPFields(fields))
+        }
+    }
+
+    /// The trailer fields that followed the body; nil when none came.
+    package var trailers: HTTPFields? {
+        guard !trailerLines.isEmpty else { return nil }
+        return trailerLines.withUnsafeBytes { bytes -> HTTPFields in
+            var fields: [HTTPField] = []
+            var start = 0
+            while start < bytes.count {
+                let end = bytes[start...].firstIndex(of: 0x0A) ?? bytes.count
+                Self.appendField(UnsafeRawBufferPointer(rebasing: bytes[start..<end]), to: &fields)
+                start = end + 1
+            }
+            return HTTPFields(fields)
         }
     }
 

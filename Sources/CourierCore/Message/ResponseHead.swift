@@ -14,14 +14,19 @@ package final class ResponseHead: Sendable {
     /// The status, known without parsing the fields.
     package let status: HTTPResponse.Status
 
+    /// The trailer fields that followed the body, when any came.
+    package let trailers: HTTPFields?
+
     package init(recorded: RecordedHead) {
         state = Locked(.recorded(recorded))
         status = recorded.status
+        trailers = recorded.trailers
     }
 
-    package init(parsed: HTTPResponse) {
+    package init(parsed: HTTPResponse, trailers: HTTPFields? = nil) {
         state = Locked(.parsed(parsed))
         status = parsed.status
+        self.trailers = trailers
     }
 
     /// The whole response head, parsed on first use.

@@ -43,6 +43,7 @@ public struct TransferMetrics: Sendable, Hashable {
         var reusedConnection: Bool = false
         var localPort: Int = 0
         var storedTransactions: [TransactionMetrics] = []
+        var coalescedFrom: UInt64? = nil
     }
 
     /// The box, made this value's own first if another value shares it.
@@ -54,6 +55,15 @@ public struct TransferMetrics: Sendable, Hashable {
     // `transactions` is the stored ones followed by the final one, which is built when it is
     // read from the figures below and the request and head of the response (`final`): a
     // request with one hop stores no array, and its head is not parsed for the record.
+    /// The number of the call whose transfer answered this one, when the call waited for an
+    /// identical call's request instead of sending its own (request coalescing: the figures are
+    /// that transfer's); nil when the call sent its own. Calls are numbered as `RequestContext`
+    /// and event monitors number them.
+    public var coalescedFrom: UInt64? {
+        get { storage.fields.coalescedFrom }
+        set { unique().fields.coalescedFrom = newValue }
+    }
+
     /// Time until the name was resolved.
     public var nameLookup: Duration {
         get { storage.fields.nameLookup }
@@ -180,7 +190,7 @@ public struct TransferMetrics: Sendable, Hashable {
             && lhs.redirectCount == rhs.redirectCount && lhs.httpVersion == rhs.httpVersion
             && lhs.remoteIP == rhs.remoteIP && lhs.remotePort == rhs.remotePort
             && lhs.reusedConnection == rhs.reusedConnection && lhs.localPort == rhs.localPort
-            && lhs.transactions == rhs.transactions
+            && lhs.transactions == rhs.transactions && lhs.coalescedFrom == rhs.coalescedFrom
     }
 
     /// Hashes the figures and the transactions.

@@ -158,6 +158,17 @@ actor TestServers {
         return try TLSServers(info: URL(fileURLWithPath: fields[0]))
     }
 
+    /// The SigV4 checking server (`Tests/Support/serve_sigv4.py`, botocore in the virtual
+    /// environment), for the caller alone.
+    static func sigV4Checker() async throws -> DedicatedServer {
+        let python = virtualEnvironment.appendingPathComponent("bin/python")
+        guard FileManager.default.isExecutableFile(atPath: python.path) else {
+            throw TestServerError("No virtual environment at \(virtualEnvironment.path): run scripts/bootstrap")
+        }
+        let (process, fields) = try await launch(python, supportDirectory.appendingPathComponent("serve_sigv4.py").path)
+        return DedicatedServer(url: URL(string: "http://127.0.0.1:\(fields[0])/")!, process: process)
+    }
+
     private static func startHttpbin() async throws -> DedicatedServer {
         let python = virtualEnvironment.appendingPathComponent("bin/python")
         guard FileManager.default.isExecutableFile(atPath: python.path) else {

@@ -1,0 +1,44 @@
+import Foundation
+import HTTPTypes
+import Testing
+
+@testable import Courier
+
+/// Trailer fields after a chunked body (the fault server's `/chunked?trailers=1`), on buffered
+/// responses and at the end of byte streams.
+@Suite struct TrailersTests {
+    static let serverTiming = HTTPField.Name("Server-Timing")!
+    static let checksum = HTTPField.Name("X-Checksum")!
+
+    @Test func aBufferedResponseHasItsTrailersApartFromItsHead() async throws {
+        let api = HTTPSessionManager(baseURL: try await TestServers.fault(), configuration: .ephemeral)
+        let response = try await api.request(
+            .get, "chunked", parameters: ["n": 5000, "chunk": 700, "trailers": "1"],
+            serializer: DataResponseSerializer())
+        #expect(response.data.count == 5000)
+        let trailers = try #require(response.trailers)
+        #expect(trailers[Self.serverTiming] == "db;dur=53")
+        #expect(trailers[Self.checksum] == SHA256.hex(response.data))
+        // The head has what came before the body, and no trailer.
+        #expect(response.headerFields[Self.serverTiming] == nil)
+        #expect(response.headerFields[.transferEncoding] == "chunked")
+
+        let plain = try await api.request(
+            .get, "chunked", parameters: ["n": 5000, "chunk": 700], serializer: DataResponseSerializer())
+        #expect(plain.trailers == nil)
+    }
+
+    @Test func aByteStreamHasItsTrailersAtItsEnd() async throws {
+        let api = HTTPSessionManager(baseURL: try await TestServers.fault(), configuration: .ephemeral)
+        var iterator = api.bytes(.get, "chunked", parameters: ["n": 300_000, "chunk": 65_536, "trailers": "1"])
+            .makeAsyncIterator()
+        var body = Data()
+        while let chunk = try await iterator.next() {
+            #expect(iterator.trailers == nil)
+            body.append(chunk)
+        }
+        #expect(body.count == 300_000)
+        #expect(iterator.trailers?[Self.serverTiming] == "db;dur=53")
+        #expect(iterator.trailers?[Self.checksum] == SHA256.hex(body))
+    }
+}
