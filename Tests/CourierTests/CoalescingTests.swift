@@ -46,6 +46,23 @@ import Testing
         #expect(api.pipeline.coalescing.waiting.groups == 0)
     }
 
+    @Test func withoutACacheTheCallsShareTheRequestToo() async throws {
+        let api = try await faultManager {
+            $0.coalescesRequests = true
+            $0.cacheCapacity = 0
+        }
+        #expect(api.cache == nil)
+        let name = "coalesce-nocache-\(UUID().uuidString.prefix(8))"
+        let responses = try await withThrowingTaskGroup(of: DataResponse<Data>.self) { group in
+            for _ in 0..<10 { group.addTask { try await api.request(.get, probe(name), serializer: anyStatus) } }
+            try await waitForMembers(api, 10)
+            try await release(name)
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(responses.allSatisfy { String(decoding: $0.data, as: UTF8.self) == "response 1" })
+        #expect(try await RetryTests.stats(name)["requests"] == 1)
+    }
+
     @Test func callsThatDifferInAuthorizationOrCookieAreNeverCoalesced() async throws {
         let api = try await faultManager { $0.coalescesRequests = true }
         let name = "coalesce-auth-\(UUID().uuidString.prefix(8))"
