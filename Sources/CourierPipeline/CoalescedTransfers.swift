@@ -36,7 +36,10 @@ package final class CoalescedTransfers: Sendable {
         let key: String
         /// The request number of the call that sent it.
         let leaderID: UInt64
-        private unowned let owner: CoalescedTransfers
+        /// Held strongly: the group's task may end after the session's pipeline has gone (every
+        /// caller cancelled, the manager released). The cycle ends when the group leaves
+        /// `groups`, which it does as it finishes or is abandoned.
+        private let owner: CoalescedTransfers
 
         private struct State {
             var transfer: (any TransportTransfer)?
@@ -131,28 +134,23 @@ package final class CoalescedTransfers: Sendable {
 
     /// One caller's hold on a shared transfer, given to its task as its transfer: cancelling
     /// it leaves the group; pausing and rate limits are the transfer's, shared, and ignored.
-    final class Member: TransportTransfer, @unchecked Sendable {
-        // `left` is written once, under the group's lock (`leave`) or the member's.
-        private let lock = NSLock()
-        private var left = false
+    final class Member: TransportTransfer, Sendable {
+        /// The member left (its caller was cancelled); set once.
+        private let left = Locked(false)
         let group: Group
 
         fileprivate init(group: Group) {
             self.group = group
         }
 
-        fileprivate var hasLeft: Bool {
-            lock.lock()
-            defer { lock.unlock() }
-            return left
-        }
+        fileprivate var hasLeft: Bool { left.withLock { $0 } }
 
         func start() {}
         func cancel() {
-            lock.lock()
-            let first = !left
-            left = true
-            lock.unlock()
+            let first = left.withLock { left in
+                defer { left = true }
+                return !left
+            }
             if first { group.leave(self) }
         }
         func suspend() {}
