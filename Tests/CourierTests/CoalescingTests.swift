@@ -27,6 +27,14 @@ import Testing
         #expect(api.pipeline.coalescing.waiting.members == count)
     }
 
+    /// Waits until the server has counted `count` requests for `name` (10 s at most).
+    private func waitForRequests(_ name: String, _ count: Int) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try await RetryTests.stats(name)["requests"].intValue ?? 0 < count, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
     @Test func aHundredIdenticalCallsSendOneRequestAndAllGetItsResponse() async throws {
         let api = try await faultManager { $0.coalescesRequests = true }
         let name = "coalesce-\(UUID().uuidString.prefix(8))"
@@ -102,6 +110,8 @@ import Testing
         let other = "coalesce-gone-\(UUID().uuidString.prefix(8))"
         let calls = (0..<3).map { _ in Task { try await api.request(.get, probe(other), serializer: anyStatus) } }
         try await waitForMembers(api, 3)
+        // The shared request has reached the server (which counts it as response 1).
+        try await waitForRequests(other, 1)
         for call in calls { call.cancel() }
         for call in calls { await #expect(throws: (any Error).self) { try await call.value } }
         #expect(api.pipeline.coalescing.waiting.groups == 0)

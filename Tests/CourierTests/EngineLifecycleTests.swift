@@ -37,16 +37,24 @@ import Testing
 }
 
 /// Client-side TCP connections to 127.0.0.1:`port` that are still open (ESTABLISHED or
-/// CLOSE_WAIT), from /proc/net/tcp.
+/// CLOSE_WAIT) and whose server side is open too, from /proc/net/tcp. The server side is what
+/// ties a connection to the server listening now: a connection another session kept to an
+/// earlier server on the same port number (a test server stopped while a pool held it idle)
+/// stays in CLOSE_WAIT on the client side, while its server side is gone or closing.
 func clientConnections(toPort port: Int) throws -> Int {
     // Read to end of file: procfs reports size 0, and a one-shot read gets a single page.
     guard let file = FileHandle(forReadingAtPath: "/proc/net/tcp") else { throw TestServerError("/proc/net/tcp") }
     defer { try? file.close() }
     let table = String(decoding: try file.readToEnd() ?? Data(), as: UTF8.self)
     let hex = String(port, radix: 16, uppercase: true)
-    let remote = "0100007F:" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
-    return table.split(separator: "\n").dropFirst().filter { line in
+    let server = "0100007F:" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+    let open: Set<Substring> = ["01", "08"]
+    // (local, remote, state) of every socket.
+    let sockets = table.split(separator: "\n").dropFirst().compactMap { line -> (Substring, Substring, Substring)? in
         let columns = line.split(separator: " ", omittingEmptySubsequences: true)
-        return columns.count > 3 && columns[2] == remote && (columns[3] == "01" || columns[3] == "08")
-    }.count
+        return columns.count > 3 ? (columns[1], columns[2], columns[3]) : nil
+    }
+    // The clients' addresses as the server's open sockets see them.
+    let served = Set(sockets.filter { $0.0 == server && open.contains($0.2) }.map(\.1))
+    return sockets.filter { $0.1 == server && open.contains($0.2) && served.contains($0.0) }.count
 }
