@@ -193,7 +193,7 @@ let package = Package(
         ),
         // Tests of one layer each, without servers: they start no process and finish in
         // seconds (`swift test --filter
-        // 'CourierSerializationTests|CourierStorageTests|CourierTransportTests|CourierPipelineTests'`).
+        // 'CourierSerializationTests|CourierStorageTests|CourierTransportTests|CourierEngineTests|CourierPipelineTests'`).
         //
         // Serialization: JSON (parsing, the tape decoder, the depth limit), the serializers and
         // the decoder seam over responses made by hand, query strings, multipart forms.
@@ -221,6 +221,12 @@ let package = Package(
                 "CourierTransport", "CourierStorage", "CourierCore",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
+        ),
+        // The engine's parts without servers: placement and limits over several engines, the
+        // admission queue, the throttle schedule, the parsed-URL cache, address override lines.
+        .testTarget(
+            name: "CourierEngineTests",
+            dependencies: ["CourierEngine", "CourierTransport", "CourierCore"]
         ),
         // The pipeline through the public API on CourierTesting's stub transport: retries, the
         // HTTP cache, authentication challenges, request options, interceptors, event monitors;

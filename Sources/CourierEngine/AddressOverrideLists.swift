@@ -1,4 +1,4 @@
-@_spi(CourierInternals) import CourierCore
+import CourierCore
 import CourierTransport
 
 /// libcurl's form of a session's address overrides: the `CURLOPT_RESOLVE` and

@@ -1,7 +1,5 @@
 import CCurlShim
 @_spi(CourierInternals) import CourierCore
-import CourierStorage
-import CourierTransport
 
 /// A token bucket for a bandwidth limit: a transfer's own (engine thread), or the session's,
 /// which every engine of the session takes from (`SessionBandwidth`, under a lock).

@@ -3,7 +3,6 @@ import CCurlShim
 import CourierStorage
 import CourierTransport
 import Foundation
-import HTTPTypes
 import Logging
 import Synchronization
 

@@ -1,6 +1,5 @@
 import CCurlShim
-@_spi(CourierInternals) import CourierCore
-import CourierStorage
+import CourierCore
 import CourierTransport
 import Foundation
 

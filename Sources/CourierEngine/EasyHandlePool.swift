@@ -1,6 +1,4 @@
 import CCurlShim
-@_spi(CourierInternals) import CourierCore
-import CourierStorage
 import CourierTransport
 
 /// Idle easy handles of one engine, for reuse. Engine thread only.

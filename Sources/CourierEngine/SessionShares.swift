@@ -1,6 +1,4 @@
 import CCurlShim
-@_spi(CourierInternals) import CourierCore
-import CourierStorage
 import Foundation
 import Synchronization
 

@@ -1,7 +1,3 @@
-@_spi(CourierInternals) import CourierCore
-import CourierStorage
-import CourierTransport
-
 /// What the engine knows of each socket descriptor: whether it is in the epoll set and with
 /// which interest (`CURL_POLL_IN`, `_OUT`, `_INOUT`), whether libcurl has stopped watching it
 /// ("parked"), and whether it is a TCP connection's socket that libcurl opened through the

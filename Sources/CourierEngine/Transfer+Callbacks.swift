@@ -1,9 +1,7 @@
 import CCurlShim
-@_spi(CourierInternals) import CourierCore
-import CourierStorage
+import CourierCore
 import CourierTransport
 import Foundation
-import HTTPTypes
 
 // libcurl's per-transfer callbacks. Each receives the `Transfer` as its user data pointer
 // (unretained: the engine's `active` table holds the transfer while its handle is on the multi

@@ -1,9 +1,8 @@
 import CCurlShim
-@_spi(CourierInternals) import CourierCore
+import CourierCore
 import CourierStorage
 import CourierTransport
 import Foundation
-import HTTPTypes
 
 extension Transfer {
     /// Sets the options of the current hop on the easy handle. Engine thread.

@@ -1,4 +1,3 @@
-@_spi(CourierInternals) import CourierCore
 import CourierTransport
 
 /// A transfer as the pipeline sees it, through the seam.

@@ -1,5 +1,5 @@
 import CCurlShim
-@_spi(CourierInternals) import CourierCore
+import CourierCore
 import CourierTransport
 import Foundation
 

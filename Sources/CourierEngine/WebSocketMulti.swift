@@ -1,6 +1,5 @@
 import CCurlShim
-@_spi(CourierInternals) import CourierCore
-import CourierTransport
+import CourierCore
 import Foundation
 
 /// A multi handle that connects WebSockets, on its engine's thread and epoll set.

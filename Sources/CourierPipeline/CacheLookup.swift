@@ -1,5 +1,4 @@
 @_spi(CourierInternals) import CourierCore
-import CourierSerialization
 import CourierStorage
 import CourierTransport
 import Foundation
@@ -381,12 +380,12 @@ extension RequestPipeline {
     /// replaces the stored response. Nobody waits for it; a failure leaves the entry as it was.
     /// Skipped while the same response is being revalidated, or while the session has
     /// `BackgroundRevalidations.limit` under way.
-    func revalidateInBackground(_ call: InFlightRequest, adapted: HTTPRequest, urlString: String) {
+    func revalidateInBackground(_ inFlight: InFlightRequest, adapted: HTTPRequest, urlString: String) {
         let key = HTTPCache.key(method: adapted.method, url: urlString)
         guard backgroundRevalidations.begin(key) else { return }
         let revalidation = InFlightRequest(
-            call.prepared, hooks: call.hooks, reporters: nil, sink: nil, register: nil, observers: nil,
-            chain: call.chain, retryable: false, requestID: lastRequestID.add(1, ordering: .relaxed).newValue,
+            inFlight.prepared, hooks: inFlight.hooks, reporters: nil, sink: nil, register: nil, observers: nil,
+            chain: inFlight.chain, retryable: false, requestID: nextRequestID(),
             started: nil)
         Task {
             defer { self.backgroundRevalidations.end(key) }

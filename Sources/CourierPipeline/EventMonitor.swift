@@ -2,7 +2,6 @@
 import CourierTransport
 import Foundation
 import HTTPTypes
-import Synchronization
 
 /// Watches the lifecycle of every request of a session: set monitors in
 /// `HTTPSessionConfiguration.eventMonitors`.
@@ -39,6 +38,24 @@ public struct RequestEvent: Sendable {
     /// The response body (content-decoded) on a `finished` event; nil on the others. A monitor
     /// that keeps it (`HARRecorder`) decides how much.
     public var responseBody: Data?
+
+    /// The kind's case name (`"attemptStarted"`), for logs and for tests that compare event
+    /// orders.
+    package var name: String {
+        switch kind {
+        case .created: "created"
+        case .adapted: "adapted"
+        case .attemptStarted: "attemptStarted"
+        case .responseHead: "responseHead"
+        case .redirected: "redirected"
+        case .waitingForConnectivity: "waitingForConnectivity"
+        case .retryDecided: "retryDecided"
+        case .finished: "finished"
+        case .failed: "failed"
+        case .webSocketOpened: "webSocketOpened"
+        case .webSocketClosed: "webSocketClosed"
+        }
+    }
 
     /// A request's events, in the order they come: `created`; for each attempt `adapted`,
     /// `attemptStarted`, any `redirected` and `responseHead`s; after a failed attempt

@@ -1,4 +1,4 @@
-@_spi(CourierInternals) import CourierCore
+import CourierCore
 import CourierStorage
 import CourierTransport
 import Foundation
@@ -10,7 +10,7 @@ import HTTPTypes
 /// sent, the transactions of those that failed).
 ///
 /// A class, made once per request: the pipeline's async functions keep a reference to it in
-/// their frames rather than copies of what it holds (Documentation/Architecture.md, "What a
+/// their frames rather than copies of what it holds (Documentation/Costs.md, "What a
 /// request costs").
 final class InFlightRequest {
     let prepared: PreparedRequest
@@ -71,7 +71,7 @@ final class InFlightRequest {
 
     /// Whether anything adapts the attempt's request or hears of it (interceptors, the hooks,
     /// observers, fields for the sink); when nothing does, the prepared head goes as it is,
-    /// without an async call (Architecture.md, "What a request costs").
+    /// without an async call (Costs.md, "What a request costs").
     var isAdapted: Bool { started != nil || hooks.runsHooks || observers != nil || !continuation.isEmpty }
 
     /// What interceptors are told of the attempt; nil when none apply.
@@ -166,7 +166,7 @@ final class InFlightRequest {
 /// One attempt's transfer, across its suspension points: its request (credentials, validators
 /// and trace context added), the cache's view of it, and what its send got back.
 final class Attempt {
-    let call: InFlightRequest
+    let inFlight: InFlightRequest
     var request: TransferRequest
     var cacheLookup: CacheLookup
     let authentication: RequestPipeline.CredentialPair
@@ -176,24 +176,24 @@ final class Attempt {
     /// exactly those.
     let sharedHeaders: (any Sendable)?
     /// The spans of the attempt's sends, when the session records any.
-    let observation: AttemptObservation?
+    let telemetry: AttemptTelemetry?
     /// The response of the last transfer (set by `send`).
     var response: RawResponse?
     /// The transactions of the send before this one (the challenged request).
     var earlierTransactions: [TransactionMetrics] = []
 
     init(
-        call: InFlightRequest, request: TransferRequest, cacheLookup: CacheLookup,
+        inFlight: InFlightRequest, request: TransferRequest, cacheLookup: CacheLookup,
         authentication: RequestPipeline.CredentialPair, requestTime: Date, sharedHeaders: (any Sendable)?,
-        observation: AttemptObservation?
+        telemetry: AttemptTelemetry?
     ) {
-        self.call = call
+        self.inFlight = inFlight
         self.request = request
         self.cacheLookup = cacheLookup
         self.authentication = authentication
         self.requestTime = requestTime
         self.sharedHeaders = sharedHeaders
-        self.observation = observation
+        self.telemetry = telemetry
     }
 
     /// Whether the response asks for credentials (401 or 407).
@@ -210,7 +210,7 @@ final class Attempt {
             raw.metrics.transactions = earlierTransactions + raw.metrics.transactions
         }
         if let hsts = request.hsts { HSTSStore.note(raw.head, of: raw.request, in: hsts) }
-        observation?.received(raw)
+        telemetry?.received(raw)
         response = raw
     }
 
@@ -226,7 +226,7 @@ final class Attempt {
     /// `CacheLookup.fallback`); `error` otherwise.
     @inline(never)
     func recover(from error: any Error) throws -> RawResponse {
-        observation?.failed(error)
+        telemetry?.failed(error)
         guard let error = error as? CourierError, let fallback = cacheLookup.fallback(after: error) else {
             throw error
         }
@@ -243,12 +243,12 @@ final class Attempt {
             cacheLookup.noteCredential(credential)
         }
         for field in fields { request.head.headerFields[field.name] = field.value }
-        observation?.beginHop(&request.head)
+        telemetry?.beginHop(&request.head)
     }
 }
 
 /// What an attempt does after adapting: answer from the cache, or send. Both cases hold a
-/// reference (Architecture.md, "What a request costs").
+/// reference (Costs.md, "What a request costs").
 enum AttemptPlan {
     case answered(CachedAnswer)
     case send(Attempt)

@@ -1,4 +1,3 @@
-@_spi(CourierInternals) import CourierCore
 import CourierTransport
 import Foundation
 import HTTPTypes

@@ -1,5 +1,3 @@
-@_spi(CourierInternals) import CourierCore
-import CourierSerialization
 import CourierStorage
 import CourierTransport
 import Foundation

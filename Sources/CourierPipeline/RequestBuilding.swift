@@ -1,5 +1,4 @@
-@_spi(CourierInternals) import CourierCore
-import CourierSerialization
+import CourierCore
 import CourierStorage
 import CourierTransport
 import Foundation

@@ -1,6 +1,5 @@
-@_spi(CourierInternals) import CourierCore
+import CourierCore
 import CourierJSON
-import CourierSerialization
 import CourierTransport
 import HTTPTypes
 

@@ -1,9 +1,9 @@
-@_spi(CourierInternals) import CourierCore
+import CourierCore
 import CourierTransport
 import HTTPTypes
 
 /// Everything that hears about one request: the session's event monitors, and the request's
-/// span and metrics when a tracer or a metrics factory records them (`Observability.swift`).
+/// span and metrics when a tracer or a metrics factory records them (`Telemetry.swift`).
 ///
 /// The pipeline makes one only when something listens (`RequestPipeline.observers(_:_:)`), so
 /// a request that nothing observes carries a nil and pays for none of this. Each step of the
@@ -17,16 +17,16 @@ package final class RequestObservers: TransferObserver {
     /// The request's own monitors (`RequestOptions.eventMonitors`), which hear only of it.
     let ownMonitors: EventMonitorGroup?
     /// The request's span and metrics; nil when neither records.
-    let observation: RequestObservation?
+    let telemetry: RequestTelemetry?
 
     init(
         requestID: UInt64, monitors: EventMonitorGroup?, ownMonitors: EventMonitorGroup? = nil,
-        observation: RequestObservation?
+        telemetry: RequestTelemetry?
     ) {
         self.requestID = requestID
         self.monitors = monitors
         self.ownMonitors = ownMonitors
-        self.observation = observation
+        self.telemetry = telemetry
     }
 
     /// The transport's observer for the request's transfers: this, when monitors want the
@@ -72,8 +72,8 @@ package final class RequestObservers: TransferObserver {
 
     /// The spans of one attempt, its context injected into `request`'s head; nil without a
     /// tracer or metrics.
-    func attempt(for request: inout TransferRequest) -> AttemptObservation? {
-        observation?.attempt(for: &request)
+    func attempt(for request: inout TransferRequest) -> AttemptTelemetry? {
+        telemetry?.attempt(for: &request)
     }
 
     /// The request succeeded with `raw`; returns once the loggers have written it.
@@ -81,7 +81,7 @@ package final class RequestObservers: TransferObserver {
     func finished(_ raw: RawResponse) async {
         await monitors?.emitFinished(requestID, raw)
         await ownMonitors?.emitFinished(requestID, raw)
-        observation?.finished(raw)
+        telemetry?.finished(raw)
     }
 
     /// The request failed with `error` after `attempts` attempts, or was cancelled (which
@@ -92,7 +92,7 @@ package final class RequestObservers: TransferObserver {
             await monitors?.emitFailed(requestID, request, error, attempts: attempts)
             await ownMonitors?.emitFailed(requestID, request, error, attempts: attempts)
         }
-        observation?.failed(error, cancelled: cancelled)
+        telemetry?.failed(error, cancelled: cancelled)
     }
 
     package func transferReceivedHead(_ head: RecordedHead, for request: HTTPRequest) {

@@ -1,8 +1,7 @@
-@_spi(CourierInternals) import CourierCore
+import CourierCore
 import CourierStorage
 import CourierTransport
 import Foundation
-import HTTPTypes
 
 extension RequestPipeline {
     /// The credentials of a request: for the server (each for one origin: the request's own,

@@ -1,7 +1,6 @@
-@_spi(CourierInternals) import CourierCore
+import CourierCore
 import CourierTransport
 import Foundation
-import HTTPTypes
 
 extension RequestPipeline {
     /// After a send that failed: returns when the request should be sent again because it
@@ -19,10 +18,10 @@ extension RequestPipeline {
         }
         let monitor = ReachabilityMonitor(host: host)
         guard await !monitor.currentStatus().isReachable else { throw error }
-        state.call.observers?.waitingForConnectivity(state.request.head)
+        state.inFlight.observers?.waitingForConnectivity(state.request.head)
         let timeout = state.request.sharedOptions.value.totalTimeout ?? state.request.sharedOptions.value.idleTimeout
         // The call's deadline, when it comes first, ends the wait as a timeout.
-        let left = timeLeft(state.call)
+        let left = timeLeft(state.inFlight)
         let deadlineFirst = left.map { $0 < timeout } ?? false
         let limit = deadlineFirst ? left ?? timeout : timeout
         let found = try await withThrowingTaskGroup(of: Bool.self) { group in
@@ -39,13 +38,13 @@ extension RequestPipeline {
         }
         guard found else {
             if deadlineFirst {
-                throw state.call.deadlinePassed(while: "waiting for a route to \(host)", after: failure)
+                throw state.inFlight.deadlinePassed(while: "waiting for a route to \(host)", after: failure)
             }
             throw failure.withContext {
                 $0.message += " (no route to \(host); waited \(limit) for one)"
             }
         }
-        guard let fields = await state.call.fieldsForAnotherTransfer() else { throw error }
+        guard let fields = await state.inFlight.fieldsForAnotherTransfer() else { throw error }
         for field in fields { state.request.head.headerFields[field.name] = field.value }
     }
 

@@ -1,5 +1,4 @@
-@_spi(CourierInternals) import CourierCore
-import CourierSerialization
+import CourierCore
 import CourierStorage
 import CourierTransport
 import Foundation
@@ -21,7 +20,7 @@ import Synchronization
 ///
 /// A request's state lives in one `InFlightRequest`, an attempt's transfer in one `Attempt`.
 /// The functions are cut where an async frame would otherwise grow for every request: see
-/// "What a request costs" in Documentation/Architecture.md before moving code between them.
+/// Documentation/Costs.md, "What a request costs", before moving code between them.
 package final class RequestPipeline: Sendable {
     package let transport: any Transport
     package let cache: HTTPCache?
@@ -42,7 +41,7 @@ package final class RequestPipeline: Sendable {
     /// The last request number given out (see `RequestContext.requestID`).
     let lastRequestID = Atomic<UInt64>(0)
     /// Spans and metrics, when a tracer or a metrics factory records them.
-    package let observability: SessionObservability
+    package let telemetry: SessionTelemetry
     /// The longest resource timeout that is a deadline: a longer one is no limit.
     static let longestDeadline = Duration.seconds(10 * 365 * 86_400)
     /// The `stale-while-revalidate` revalidations under way.
@@ -58,12 +57,12 @@ package final class RequestPipeline: Sendable {
         transport: any Transport, cache: HTTPCache?, cachePolicy: CachePolicy, credentials: CredentialStore,
         proxies: ProxySettings, transferOptions: TransferOptions, interceptors: [any RequestInterceptor],
         monitors: [any EventMonitor], hsts: HSTSStore? = nil, altServices: AltServiceStore = AltServiceStore(file: nil),
-        observability: SessionObservability = SessionObservability(tracer: nil, metricsFactory: nil),
+        telemetry: SessionTelemetry = SessionTelemetry(tracer: nil, metricsFactory: nil),
         addsCacheStatusField: Bool = false, coalescesRequests: Bool = false
     ) {
         self.addsCacheStatusField = addsCacheStatusField
         self.coalescesRequests = coalescesRequests
-        self.observability = observability
+        self.telemetry = telemetry
         self.hsts = hsts
         self.altServices = altServices
         self.transport = transport
@@ -110,16 +109,16 @@ package final class RequestPipeline: Sendable {
     ) -> InFlightRequest {
         let chain = prepared.call.options.chain
         let interceptorsApply = !interceptors.isEmpty || !chain.isEmpty
-        let observation = observability.observe(prepared.head)
+        let telemetry = telemetry.observe(prepared.head)
         let ownMonitors = EventMonitorGroup(prepared.call.options.eventMonitors)
-        let observed = monitors != nil || ownMonitors != nil || observation != nil
+        let observed = monitors != nil || ownMonitors != nil || telemetry != nil
         // Numbered when something tells the number, or when another call's metrics may name it.
         let numbered = interceptorsApply || observed || (prepared.call.options.coalescing ?? coalescesRequests)
-        let requestID = numbered ? lastRequestID.add(1, ordering: .relaxed).newValue : 0
+        let requestID = numbered ? nextRequestID() : 0
         let observers =
             observed
             ? RequestObservers(
-                requestID: requestID, monitors: monitors, ownMonitors: ownMonitors, observation: observation) : nil
+                requestID: requestID, monitors: monitors, ownMonitors: ownMonitors, telemetry: telemetry) : nil
         observers?.created(prepared.head)
         let retryable =
             interceptorsApply && (sink?.takesAnotherAttempt ?? true) && (prepared.body?.isReplayable ?? true)
@@ -210,12 +209,12 @@ package final class RequestPipeline: Sendable {
     @inline(never)
     private func answerChallenge(_ attempt: Attempt) async throws {
         guard let challenge = attempt.response else { return }
-        let (used, body, hooks) = (attempt.authentication, attempt.request.body, attempt.call.hooks)
-        let proxy = attempt.call.prepared.call.options.proxy
-        let retry = try await withinDeadline(attempt.call, "waiting for a credential to answer a challenge") {
+        let (used, body, hooks) = (attempt.authentication, attempt.request.body, attempt.inFlight.hooks)
+        let proxy = attempt.inFlight.prepared.call.options.proxy
+        let retry = try await withinDeadline(attempt.inFlight, "waiting for a credential to answer a challenge") {
             try await self.challengeRetry(after: challenge, used: used, body: body, hooks: hooks, proxy: proxy)
         }
-        guard let retry, let fields = await attempt.call.fieldsForAnotherTransfer() else { return }
+        guard let retry, let fields = await attempt.inFlight.fieldsForAnotherTransfer() else { return }
         attempt.prepareAnotherTry(with: retry, adding: fields)
         try await send(attempt)
     }
@@ -296,24 +295,39 @@ package final class RequestPipeline: Sendable {
         return .doNotRetry
     }
 
-    /// The synchronous part of an attempt: HSTS, the URL, the cache lookup, credentials, the
-    /// transfer request, its span.
-    @inline(never)
-    func plan(_ call: InFlightRequest, adapted: HTTPRequest, inBackground: Bool = false) throws -> AttemptPlan {
-        let prepared = call.prepared
+    /// The next request number (1, 2, ...): every kind of request of the session draws from it.
+    func nextRequestID() -> UInt64 {
+        lastRequestID.add(1, ordering: .relaxed).newValue
+    }
+
+    /// An adapted head as it is sent, for requests and WebSocket handshakes alike: an http URL
+    /// of a host known for `Strict-Transport-Security` made https, the URL text libcurl takes,
+    /// and the credentials for it: the store's for its protection space and its proxy's, and
+    /// the call's own (or its URL's user info), which belongs to the origin the call named, not
+    /// to wherever an interceptor sends the attempt.
+    func addressed(
+        _ adapted: HTTPRequest, for prepared: PreparedRequest
+    ) throws(CourierError) -> (head: HTTPRequest, urlString: String, credentials: CredentialPair) {
         var adapted = adapted
         if let hsts, !hsts.isEmpty, adapted.scheme == "http", let url = adapted.url, let upgraded = hsts.upgrade(url) {
             adapted.url = upgraded
         }
         let urlString = try RequestBuilding.urlString(of: adapted)
-        var authentication = storedCredentials(for: urlString, proxy: prepared.call.options.proxy)
-        // The call's credential (or the URL's user info) belongs to the origin the call named,
-        // not to wherever an interceptor sends the attempt.
+        var credentials = storedCredentials(for: urlString, proxy: prepared.call.options.proxy)
         if let credential = prepared.call.options.credential,
             let scoped = ScopedCredential(credential, for: prepared.head.url)
         {
-            authentication.server = [scoped]
+            credentials.server = [scoped]
         }
+        return (adapted, urlString, credentials)
+    }
+
+    /// The synchronous part of an attempt: HSTS, the URL, the cache lookup, credentials, the
+    /// transfer request, its span.
+    @inline(never)
+    func plan(_ inFlight: InFlightRequest, adapted: HTTPRequest, inBackground: Bool = false) throws -> AttemptPlan {
+        let prepared = inFlight.prepared
+        let (adapted, urlString, authentication) = try addressed(adapted, for: prepared)
         let callOptions = options(for: prepared.call)
         // What the transport adds, as the cache must see the request (OutgoingRequest).
         let additions = OutgoingRequest.Additions(
@@ -322,22 +336,22 @@ package final class RequestPipeline: Sendable {
         var cacheLookup = CacheLookup(
             cache: cache, policy: prepared.call.options.cachePolicy ?? cachePolicy,
             lifetime: prepared.call.options.cacheLifetime, request: adapted, urlString: urlString,
-            body: prepared.body, sink: call.sink, additions: additions, addsStatusField: addsCacheStatusField)
+            body: prepared.body, sink: inFlight.sink, additions: additions, addsStatusField: addsCacheStatusField)
         if !inBackground, let answer = try cacheLookup.answerWithoutLoading() {
-            call.observers?.attemptStarted(adapted, attempt: call.number)
+            inFlight.observers?.attemptStarted(adapted, attempt: inFlight.number)
             if cacheLookup.revalidatesInBackground {
-                revalidateInBackground(call, adapted: adapted, urlString: urlString)
+                revalidateInBackground(inFlight, adapted: adapted, urlString: urlString)
             }
             return .answered(CachedAnswer(CacheLookup.fromCache(answer, for: adapted)))
         }
-        if let deadline = call.deadline, deadline <= .now {
-            throw call.deadlinePassed(while: "being prepared, before it was sent")
+        if let deadline = inFlight.deadline, deadline <= .now {
+            throw inFlight.deadlinePassed(while: "being prepared, before it was sent")
         }
         var request = TransferRequest(
             head: adapted, urlString: urlString, body: prepared.body, options: callOptions)
-        request.deadline = call.deadline
+        request.deadline = inFlight.deadline
         request.usesLargeBuffers = prepared.call.usesLargeBuffers
-        request.failureEndsProgress = !call.retryable
+        request.failureEndsProgress = !inFlight.retryable
         request.redirectHandler = prepared.call.options.redirects?.handler
         request.priority = prepared.call.options.priority
         if callOptions.value.tls.verifies { request.hsts = hsts }
@@ -345,13 +359,13 @@ package final class RequestPipeline: Sendable {
         if callOptions.value.httpVersion == .http3WhenAdvertised, callOptions.value.tls.verifies {
             request.altServices = altServices
         }
-        request.observer = call.observers?.transferObserver
+        request.observer = inFlight.observers?.transferObserver
         request.credentials = authentication.server
         request.proxyCredential = authentication.proxy
         let revalidates = cacheLookup.revalidates
         if revalidates { request.head = cacheLookup.conditionalRequest }
         // The attempt's span, its context injected into the head (`traceparent`).
-        let observation = call.observers?.attempt(for: &request)
+        let telemetry = inFlight.observers?.attempt(for: &request)
         // Most requests send exactly the session's headers: share the transport's form of them.
         let sharedHeaders =
             prepared.body == nil && !revalidates && request.head.headerFields == prepared.sessionFields
@@ -361,9 +375,9 @@ package final class RequestPipeline: Sendable {
         // The cache lookup moves in, not copied (it holds a dozen references).
         return .send(
             Attempt(
-                call: call, request: request, cacheLookup: consume cacheLookup,
+                inFlight: inFlight, request: request, cacheLookup: consume cacheLookup,
                 authentication: authentication, requestTime: requestTime, sharedHeaders: sharedHeaders,
-                observation: observation))
+                telemetry: telemetry))
     }
 
     /// One transfer of the attempt's request on the transport, sent again when a route to its
@@ -391,10 +405,10 @@ package final class RequestPipeline: Sendable {
     /// coalesced (it asked not to be, has a body or a sink, changes the session's transfer
     /// settings, decides its own redirects, or waits for connectivity).
     private func coalescingKey(_ attempt: Attempt) -> String? {
-        let call = attempt.call
-        guard call.prepared.call.options.coalescing ?? coalescesRequests else { return nil }
+        let inFlight = attempt.inFlight
+        guard inFlight.prepared.call.options.coalescing ?? coalescesRequests else { return nil }
         let request = attempt.request
-        guard request.head.method == .get || request.head.method == .head, request.body == nil, call.sink == nil,
+        guard request.head.method == .get || request.head.method == .head, request.body == nil, inFlight.sink == nil,
             request.sharedOptions === sharedTransferOptions, request.redirectHandler == nil,
             !request.sharedOptions.value.waitsForConnectivity
         else { return nil }
@@ -413,17 +427,17 @@ package final class RequestPipeline: Sendable {
     /// group; the transfer stops when the last has left).
     @inline(never)
     private func sendCoalesced(_ attempt: Attempt, key: String) async throws {
-        let call = attempt.call
-        let (group, leads, member) = coalescing.join(key, leaderID: call.requestID)
+        let inFlight = attempt.inFlight
+        let (group, leads, member) = coalescing.join(key, leaderID: inFlight.requestID)
         if leads {
             let transfer = transport.makeTransfer(
-                attempt.request, reporters: call.reporters, sharedHeaders: attempt.sharedHeaders, sink: nil,
-                maximumBytesPerSecond: call.prepared.call.maximumBytesPerSecond)
-            call.observers?.attemptStarted(attempt.request.head, attempt: call.number)
+                attempt.request, reporters: inFlight.reporters, sharedHeaders: attempt.sharedHeaders, sink: nil,
+                maximumBytesPerSecond: inFlight.prepared.call.maximumBytesPerSecond)
+            inFlight.observers?.attemptStarted(attempt.request.head, attempt: inFlight.number)
             transfer.start()
             group.run(transfer)
         }
-        call.register?(member)
+        inFlight.register?(member)
         let output = try await member.value(cancelsWithCaller: true)
         attempt.keep(leads ? output : output.coalesced(from: group.leaderID))
     }
@@ -431,12 +445,12 @@ package final class RequestPipeline: Sendable {
     /// The attempt's transfer, made, registered, announced and started.
     @inline(never)
     private func start(_ attempt: Attempt) -> any TransportTransfer {
-        let call = attempt.call
+        let inFlight = attempt.inFlight
         let transfer = transport.makeTransfer(
-            attempt.request, reporters: call.reporters, sharedHeaders: attempt.sharedHeaders, sink: call.sink,
-            maximumBytesPerSecond: call.prepared.call.maximumBytesPerSecond)
-        call.register?(transfer)
-        call.observers?.attemptStarted(attempt.request.head, attempt: call.number)
+            attempt.request, reporters: inFlight.reporters, sharedHeaders: attempt.sharedHeaders, sink: inFlight.sink,
+            maximumBytesPerSecond: inFlight.prepared.call.maximumBytesPerSecond)
+        inFlight.register?(transfer)
+        inFlight.observers?.attemptStarted(attempt.request.head, attempt: inFlight.number)
         transfer.start()
         return transfer
     }

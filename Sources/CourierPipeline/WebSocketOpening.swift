@@ -1,8 +1,5 @@
-@_spi(CourierInternals) import CourierCore
-import CourierStorage
 import CourierTransport
 import Foundation
-import HTTPTypes
 
 extension RequestPipeline {
     /// Opens a WebSocket for `prepared` (a `GET` of the http or https URL standing for the ws
@@ -15,30 +12,25 @@ extension RequestPipeline {
     package func openWebSocket(
         _ prepared: PreparedRequest, hooks: any SessionHooks, parameters: WebSocketParameters
     ) async throws -> (channel: any WebSocketChannel, opening: WebSocketOpening) {
-        let requestID = lastRequestID.add(1, ordering: .relaxed).newValue
-        let observers = monitors.map { RequestObservers(requestID: requestID, monitors: $0, observation: nil) }
+        let requestID = nextRequestID()
+        let observers = monitors.map { RequestObservers(requestID: requestID, monitors: $0, telemetry: nil) }
         observers?.created(prepared.head)
         let context = RequestContext(requestID: requestID, attempt: 1, firstAttemptStarted: .now)
         var adapted = prepared.head
         do {
             adapted = try await adapt(prepared, hooks: hooks, context: context, chain: prepared.call.options.chain)
-            if let hsts, !hsts.isEmpty, adapted.scheme == "http", let url = adapted.url,
-                let upgraded = hsts.upgrade(url)
-            {
-                adapted.url = upgraded
-            }
+            let (head, urlString, credentials) = try addressed(adapted, for: prepared)
+            adapted = head
             observers?.adapted(adapted, attempt: 1)
-            let urlString = try RequestBuilding.urlString(of: adapted)
-            let stored = storedCredentials(for: urlString, proxy: prepared.call.options.proxy)
-            let credential =
-                prepared.call.options.credential ?? stored.server.credential(for: URL(string: urlString))
-            if let credential, adapted.headerFields[.authorization] == nil {
+            if let credential = credentials.server.credential(for: adapted.url),
+                adapted.headerFields[.authorization] == nil
+            {
                 let token = Data("\(credential.user):\(credential.password)".utf8).base64EncodedString()
                 adapted.headerFields[.authorization] = "Basic \(token)"
             }
             var request = TransferRequest(
                 head: adapted, urlString: urlString, body: nil, options: options(for: prepared.call))
-            request.proxyCredential = stored.proxy
+            request.proxyCredential = credentials.proxy
             var parameters = parameters
             if let observers {
                 let handshake = adapted

@@ -1,5 +1,3 @@
-@_spi(CourierInternals) import CourierCore
-
 /// Media types for common file name extensions, for multipart file parts and file uploads.
 package enum MIMEType {
     static let byExtension: [String: String] = [

@@ -1,4 +1,4 @@
-@_spi(CourierInternals) import CourierCore
+import CourierCore
 import Foundation
 
 /// Splits a byte stream into records at a separator byte, holding at most `maximumLength`

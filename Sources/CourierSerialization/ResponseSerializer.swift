@@ -1,7 +1,6 @@
-@_spi(CourierInternals) import CourierCore
+import CourierCore
 import CourierJSON
 import Foundation
-import HTTPTypes
 
 /// Validates a response and turns its body into a value. Serializers run off the session
 /// actor, once per response.

@@ -1,4 +1,4 @@
-@_spi(CourierInternals) import CourierCore
+import CourierCore
 
 /// A set of HTTP status codes (0 through 1023), stored as a bitmap so that building one from
 /// `200..<300` for every request costs nothing worth measuring.

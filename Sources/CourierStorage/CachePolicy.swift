@@ -1,5 +1,3 @@
-@_spi(CourierInternals) import CourierCore
-
 /// How a request uses the session's HTTP cache (URLRequest's policies, plus a fallback).
 ///
 /// Minor releases may add cases: a `switch` over it ends with `default`.

@@ -1,4 +1,4 @@
-@_spi(CourierInternals) import CourierCore
+import CourierCore
 import Foundation
 
 /// An HTTP cookie as libcurl's cookie engine keeps it.

@@ -1,5 +1,5 @@
 import CCourierSystem
-@_spi(CourierInternals) import CourierCore
+import CourierCore
 
 /// Which domains a cookie may be stored for. Cookies from responses are checked by libcurl
 /// against the public suffix list; cookies handed to the `CookieStore` are checked here by the

@@ -1,4 +1,3 @@
-@_spi(CourierInternals) import CourierCore
 import Foundation
 
 /// A session's cookies: libcurl's cookie engine, inspected and changed from any context.

@@ -1,4 +1,3 @@
-@_spi(CourierInternals) import CourierCore
 import Foundation
 
 /// HTTP dates (RFC 9110 section 5.6.7): IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), and the

@@ -1,5 +1,5 @@
 import Courier
-@_spi(CourierInternals) import CourierCore
+import CourierCore
 import Foundation
 import HTTPTypes
 

@@ -1,5 +1,4 @@
 import CCourierSystem
-@_spi(CourierInternals) import CourierCore
 
 /// Takes the content codings (and, where the transport leaves them, the transfer codings) off a
 /// response body as it arrives: gzip and deflate with zlib, br and zstd with libbrotlidec and

@@ -1,6 +1,5 @@
 import CCourierSystem
-@_spi(CourierInternals) import CourierCore
-import CourierStorage
+import CourierCore
 import Foundation
 
 extension RequestBody {

@@ -1,4 +1,3 @@
-import CCourierSystem
 @_spi(CourierInternals) import CourierCore
 import Foundation
 import HTTPTypes

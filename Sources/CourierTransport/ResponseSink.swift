@@ -1,5 +1,4 @@
-@_spi(CourierInternals) import CourierCore
-import CourierStorage
+import CourierCore
 import Foundation
 import HTTPTypes
 

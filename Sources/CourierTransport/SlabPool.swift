@@ -1,5 +1,4 @@
 @_spi(CourierInternals) import CourierCore
-import CourierStorage
 import Foundation
 
 /// The memory a byte stream's chunks live in: slabs of `size` bytes that the engine fills in

@@ -1,4 +1,3 @@
-import CourierCore
 import Foundation
 
 /// The TLS choices of a transfer as the engine applies them: a session's or a call's

@@ -1,6 +1,5 @@
-@_spi(CourierInternals) import CourierCore
+import CourierCore
 import Foundation
-import HTTPTypes
 
 extension RawResponse {
     /// The response a transport's output makes.

@@ -1,6 +1,3 @@
-@_spi(CourierInternals) import CourierCore
-import CourierStorage
-
 /// The lifecycle of one transfer, as a value: no I/O, no locks, exhaustively testable.
 ///
 /// The owner keeps it behind a lock, feeds it events, and performs the returned action after

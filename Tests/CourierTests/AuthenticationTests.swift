@@ -185,3 +185,31 @@ import Testing
         #expect(reply["proxyAuthorization"] != .null)
     }
 }
+
+extension AuthenticationTests {
+    /// `http://user:password@host/` used to lose its user info: the request went out without
+    /// credentials.
+    @Test func credentialsInTheURLAreSentToThatOriginOnly() async throws {
+        let httpbin = try await TestServers.httpbin()
+        let port = try #require(httpbin.port)
+        let api = try await httpbinManager()
+        let basic: JSON = try await api.GET("http://ada:l%40velace@127.0.0.1:\(port)/basic-auth/ada/l@velace")
+        #expect(basic["authenticated"] == true)
+        #expect(basic["user"] == "ada")
+
+        // In the base URL too.
+        let based = HTTPSessionManager(
+            baseURL: URL(string: "http://ada:lovelace@127.0.0.1:\(port)/"), configuration: .ephemeral)
+        let fromBase: JSON = try await based.GET("basic-auth/ada/lovelace")
+        #expect(fromBase["authenticated"] == true)
+
+        // A redirect to another origin (localhost is another origin for the same httpbin) does
+        // not take the credential along; one within the origin does.
+        let same: JSON = try await based.GET("redirect-to", parameters: ["url": "/headers"])
+        #expect(same["headers"]["Authorization"] == .string("Basic " + Data("ada:lovelace".utf8).base64EncodedString()))
+        let other: JSON = try await based.GET(
+            "redirect-to", parameters: ["url": .string("http://localhost:\(port)/headers")])
+        #expect(other["headers"]["Host"] == .string("localhost:\(port)"))
+        #expect(other["headers"]["Authorization"] == nil)
+    }
+}

@@ -130,3 +130,56 @@ import Testing
         #expect(echo["cookies"] == ["survivor": "yes"])
     }
 }
+
+extension CookieTests {
+    // MARK: Cookies set through the API
+
+    /// `CookieStore.set(setCookieHeader:for:)` applies the public suffix list, as libcurl does
+    /// to the same headers in responses: no cookie for `co.uk`, `com`, or part of an address.
+    @Test(arguments: [
+        ("a=1; Domain=co.uk", "https://www.example.co.uk/"),
+        ("a=1; Domain=.co.uk", "https://www.example.co.uk/"),
+        ("a=1; Domain=com", "https://example.com/"),
+        ("a=1; Domain=github.io", "https://someone.github.io/"),
+        ("a=1; Domain=0.0.1", "http://127.0.0.1/"),
+        ("a=1; Domain=0.1", "http://10.0.0.1/"),
+    ])
+    func aSetCookieHeaderForAPublicSuffixIsRefused(header: String, url: String) async throws {
+        let api = try await httpbinManager()
+        let stored = await api.cookies.set(setCookieHeader: header, for: try #require(URL(string: url)))
+        #expect(!stored)
+        #expect(await api.cookies.all().isEmpty)
+    }
+
+    @Test func aSetCookieHeaderForTheSiteOrItsParentIsStored() async throws {
+        let api = try await httpbinManager()
+        let url = try #require(URL(string: "https://www.example.co.uk/"))
+        #expect(await api.cookies.set(setCookieHeader: "a=1; Domain=example.co.uk", for: url))
+        #expect(await api.cookies.set(setCookieHeader: "b=2; Domain=www.example.co.uk", for: url))
+        #expect(await api.cookies.set(setCookieHeader: "c=3", for: url))
+        let stored = await api.cookies.all().map { "\($0.name)@\($0.domain)" }.sorted()
+        #expect(stored == ["a@example.co.uk", "b@www.example.co.uk", "c@www.example.co.uk"])
+    }
+
+    /// A cookie set for part of 127.0.0.1 would otherwise go to the server at 127.0.0.1.
+    @Test func aCookieForPartOfTheServersAddressIsNeverSent() async throws {
+        let api = try await httpbinManager()
+        let httpbin = try await TestServers.httpbin()
+        #expect(!(await api.cookies.set(setCookieHeader: "leak=1; Domain=0.0.1", for: httpbin)))
+        #expect(!(await api.cookies.set(Cookie(name: "leak", value: "2", domain: "0.0.1", includesSubdomains: true))))
+        let echo: JSON = try await api.GET("cookies")
+        #expect(echo["cookies"] == [:])
+    }
+
+    /// A hand-built cookie is refused when its domain with subdomains is a public suffix, or a
+    /// field holds a control character (a line break would write another line into the jar).
+    @Test func aHandBuiltCookieThatCannotBeStoredIsRefused() async throws {
+        let api = try await httpbinManager()
+        #expect(!(await api.cookies.set(Cookie(name: "a", value: "1", domain: "co.uk", includesSubdomains: true))))
+        #expect(!(await api.cookies.set(Cookie(name: "a", value: "1\nexample.com\tTRUE", domain: "example.com"))))
+        #expect(!(await api.cookies.set(Cookie(name: "a\tb", value: "1", domain: "example.com"))))
+        #expect(await api.cookies.all().isEmpty)
+        #expect(await api.cookies.set(Cookie(name: "a", value: "1", domain: "example.co.uk", includesSubdomains: true)))
+        #expect(await api.cookies.all().count == 1)
+    }
+}

@@ -197,3 +197,72 @@ import Testing
         #expect(try Self.contents(directory).isEmpty)
     }
 }
+
+extension DownloadTests {
+    /// A resumed download used to report from zero, with the remaining bytes as the total: a
+    /// progress bar jumped back.
+    @Test func aResumedDownloadReportsTheBytesOnDiskAndTheFullSize() async throws {
+        let api = try await faultManager()
+        let name = "resume-progress-\(UUID().uuidString)"
+        let directory = try DownloadTests.temporaryDirectory()
+        let destination = directory.appendingPathComponent("file.bin")
+        // 32 s at 250 kB/s: still running when the test cancels it, however slow the machine.
+        let total = 8_000_000
+        let first = api.downloadTask("file/\(name)", parameters: ["n": .int(total)], to: destination)
+        first.setMaximumBytesPerSecond(250_000)
+        for await progress in first.downloadProgress where progress.completedBytes > 100_000 { break }
+        let resumeData = try #require(await first.cancel(producingResumeData: true))
+        #expect(resumeData.bytesWritten > 0 && resumeData.bytesWritten < Int64(total))
+
+        let resumed = api.downloadTask(resumingFrom: resumeData, to: destination)
+        var seen: [TransferProgress] = []
+        for await progress in resumed.downloadProgress { seen.append(progress) }
+        _ = try await resumed.value
+        #expect(try Data(contentsOf: destination) == faultBytes(total))
+        // Past the stream's starting value (zero of unknown), progress starts at the bytes on
+        // disk and counts to the whole file.
+        let reported = seen.filter { $0.totalBytes != nil }
+        #expect(reported.first?.completedBytes == resumeData.bytesWritten)
+        #expect(reported.allSatisfy { $0.totalBytes == Int64(total) })
+        #expect(reported.last?.completedBytes == Int64(total))
+    }
+}
+
+extension DownloadTests {
+    // MARK: Suggested file names
+
+    /// `invoice\u{202E}fdp.exe` displays as `invoiceexe.pdf`: format characters (bidirectional
+    /// overrides, zero-width ones) are stripped from a suggested name, as control characters are.
+    @Test func aSuggestedNameLosesBidirectionalOverridesAndFormatCharacters() async throws {
+        let api = try await httpbinManager()
+        let directory = try DownloadTests.temporaryDirectory()
+        let header = "attachment; filename*=UTF-8''invoice%E2%80%AEfdp%E2%80%8B.exe"
+        let task = api.downloadTask(
+            "response-headers", parameters: ["Content-Disposition": .string(header)], into: directory)
+        let file = try await task.value
+        #expect(file.lastPathComponent == "invoicefdp.exe")
+        #expect(try DownloadTests.contents(directory) == ["invoicefdp.exe"])
+    }
+
+    /// A `/` with a combining mark after it is still a directory separator, and dots after
+    /// leading spaces are still leading dots.
+    @Test(arguments: [
+        ("a%2F%CC%81..%2F%CC%81escape.txt", "\u{301}escape.txt"),
+        ("%20..", nil),
+        ("%20.hidden", "hidden"),
+    ])
+    func aSuggestedNameStaysOneVisibleComponent(encoded: String, expected: String?) async throws {
+        let api = try await httpbinManager()
+        let directory = try DownloadTests.temporaryDirectory()
+        let header = "attachment; filename*=UTF-8''\(encoded)"
+        let task = api.downloadTask(
+            "response-headers", parameters: ["Content-Disposition": .string(header)], into: directory)
+        let file = try await task.value
+        #expect(file.deletingLastPathComponent().standardizedFileURL.path == directory.standardizedFileURL.path)
+        if let expected {
+            #expect(file.lastPathComponent == expected)
+        } else {
+            #expect(file.lastPathComponent == "response-headers")
+        }
+    }
+}

@@ -58,3 +58,23 @@ func clientConnections(toPort port: Int) throws -> Int {
     let served = Set(sockets.filter { $0.0 == server && open.contains($0.2) }.map(\.1))
     return sockets.filter { $0.1 == server && open.contains($0.2) && served.contains($0.0) }.count
 }
+
+extension EngineLifecycleTests {
+    // MARK: A manager released while it works
+
+    /// Each request holds its manager: released mid-request, the manager lets the request
+    /// finish, then goes (its thread ends). `invalidateAndCancel()` is the way to stop early.
+    @Test func aReleasedManagerFinishesItsRequestsAndThenGoes() async throws {
+        let httpbin = try await TestServers.httpbin()
+        weak var released: HTTPSessionManager?
+        let task: DataTask<JSON> = {
+            let api = HTTPSessionManager(baseURL: httpbin, configuration: .ephemeral)
+            released = api
+            return api.dataTask(.get, "delay/1", parameters: ["after": "release"])
+        }()
+        let echo = try await task.value
+        #expect(echo["args"]["after"] == "release")
+        for _ in 0..<200 where released != nil { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(released == nil)
+    }
+}

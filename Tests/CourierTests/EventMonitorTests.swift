@@ -223,22 +223,3 @@ import Testing
         #expect(await own.names(waitingFor: 5).last == "failed")
     }
 }
-
-extension RequestEvent {
-    /// The kind's case name.
-    var name: String {
-        switch kind {
-        case .created: "created"
-        case .adapted: "adapted"
-        case .attemptStarted: "attemptStarted"
-        case .responseHead: "responseHead"
-        case .redirected: "redirected"
-        case .waitingForConnectivity: "waitingForConnectivity"
-        case .retryDecided: "retryDecided"
-        case .finished: "finished"
-        case .failed: "failed"
-        case .webSocketOpened: "webSocketOpened"
-        case .webSocketClosed: "webSocketClosed"
-        }
-    }
-}

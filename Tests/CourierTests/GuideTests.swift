@@ -6,7 +6,7 @@ import Testing
 @Suite struct GuideTests {
     /// The guide's Swift blocks compile as a reader would paste them: README.md and the DocC
     /// articles (the generated files hold the articles' blocks unchanged), each block on its own
-    /// beside the names a reader assumes (`scripts/check-guide`, against this build's modules). A
+    /// beside the names a reader assumes (`scripts/guide --compile`, against this build's modules). A
     /// block that stops compiling (a renamed method, a missing import, a result that is no longer
     /// discardable) fails here.
     @Test func everySwiftBlockOfTheGuideCompiles() async throws {
@@ -14,7 +14,8 @@ import Testing
         let modules = HelperProcess.executable.deletingLastPathComponent()
         let run = try await CLITests.run(
             URL(fileURLWithPath: "/usr/bin/env"),
-            ["python3", root.appendingPathComponent("scripts/check-guide").path, "--bin-path", modules.path], in: root)
+            ["python3", root.appendingPathComponent("scripts/guide").path, "--compile", "--bin-path", modules.path],
+            in: root)
         #expect(run.status == 0, "\(run.stderr)")
         // Every page has blocks: a change to the extraction that finds none fails too.
         let counts = run.stdout.split(separator: " ").compactMap { Int($0) }

@@ -299,8 +299,8 @@ import Tracing
         let head = HTTPRequest(method: .get, scheme: "http", authority: "127.0.0.1", path: "/echo")
         // Nothing is bootstrapped in the test process: the session finds nothing to record, so
         // its requests take the pipeline's fast path.
-        #expect(!api.pipeline.observability.records())
-        #expect(api.pipeline.observability.observe(head) == nil)
+        #expect(!api.pipeline.telemetry.records())
+        #expect(api.pipeline.telemetry.observe(head) == nil)
         let plain: JSON = try await api.GET("echo")
         #expect(Self.header(plain, "traceparent") == nil)
 
@@ -310,7 +310,7 @@ import Tracing
         let metrics = TestMetrics()
         let traced: JSON = try await withTracer(tracer) {
             try await withMetricsFactory(metrics) {
-                #expect(api.pipeline.observability.records())
+                #expect(api.pipeline.telemetry.records())
                 return try await api.GET("echo")
             }
         }
@@ -327,8 +327,8 @@ import Tracing
         }
         let quiet: JSON = try await withTracer(tracer) {
             try await withMetricsFactory(metrics) {
-                #expect(!off.pipeline.observability.records())
-                #expect(off.pipeline.observability.observe(head) == nil)
+                #expect(!off.pipeline.telemetry.records())
+                #expect(off.pipeline.telemetry.observe(head) == nil)
                 return try await off.GET("echo")
             }
         }

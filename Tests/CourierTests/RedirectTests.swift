@@ -101,3 +101,29 @@ import Testing
         #expect(response.headerFields[.location] == "/get")
     }
 }
+
+extension RedirectTests {
+    // MARK: A Host header across origins
+
+    /// A caller's `Host` names the first origin: sent to another, it would ask that server for
+    /// the first one's site. It is dropped there, as curl drops it.
+    @Test func aCustomHostHeaderDoesNotFollowARedirectToAnotherOrigin() async throws {
+        let api = try await faultManager()
+        let fault = try await TestServers.fault()
+        let httpbin = try await TestServers.httpbin()
+        let port = try #require(httpbin.port)
+        let target = "http://localhost:\(port)/headers"
+        let echo: JSON = try await api.GET(
+            "redirect", parameters: ["status": 302, "to": .string(target)],
+            headers: ["Host": "127.0.0.1:\(try #require(fault.port))"])
+        #expect(echo["headers"]["Host"] == .string("localhost:\(port)"))
+    }
+
+    @Test func aCustomHostHeaderStaysOnTheSameOrigin() async throws {
+        let api = try await httpbinManager()
+        let httpbin = try await TestServers.httpbin()
+        let host = "127.0.0.1:\(try #require(httpbin.port))"
+        let echo: JSON = try await api.GET("redirect-to", parameters: ["url": "/headers"], headers: ["Host": host])
+        #expect(echo["headers"]["Host"] == .string(host))
+    }
+}

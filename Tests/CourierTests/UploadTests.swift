@@ -127,3 +127,41 @@ actor Counter {
         return value
     }
 }
+
+extension UploadTests {
+    static func file(named name: String, _ text: String) throws -> URL {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(UUID().uuidString)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let url = directory.appendingPathComponent(name)
+        try Data(text.utf8).write(to: url)
+        return url
+    }
+
+    /// httpbin parses a form body into `form` and leaves `data` empty: the bytes are lost.
+    @Test func aFileUploadWithoutATypeGetsOneFromItsExtension() async throws {
+        let api = try await httpbinManager()
+        let json = try Self.file(named: "report.json", #"{"rows": 3}"#)
+        let echo = try await api.uploadTask(.put, "anything", fromFile: json).value
+        #expect(echo["headers"]["Content-Type"] == "application/json")
+        #expect(echo["json"] == ["rows": 3])
+        #expect(echo["form"] == [:])
+
+        let unknown = try Self.file(named: "dump.xyz", "a=1&b=2")
+        let raw = try await api.uploadTask(.put, "anything", fromFile: unknown).value
+        #expect(raw["headers"]["Content-Type"] == "application/octet-stream")
+        #expect(raw["data"] == "a=1&b=2")
+        #expect(raw["form"] == [:])
+    }
+
+    @Test func aDataUploadWithoutATypeIsAnOctetStream() async throws {
+        let api = try await httpbinManager()
+        let echo = try await api.uploadTask(.post, "anything", body: .data(Data("x=1".utf8))).value
+        #expect(echo["headers"]["Content-Type"] == "application/octet-stream")
+        #expect(echo["data"] == "x=1")
+        // A type given is kept.
+        let typed = try await api.uploadTask(
+            .post, "anything", body: .data(Data("x=1".utf8), contentType: "application/x-www-form-urlencoded")
+        ).value
+        #expect(typed["form"] == ["x": "1"])
+    }
+}

@@ -1,9 +1,5 @@
 @_spi(CourierInternals) import CourierCore
-import CourierEngine
 import CourierPipeline
-import CourierSerialization
-import CourierStorage
-import CourierTransport
 import Foundation
 import Logging
 

@@ -1,9 +1,4 @@
 @_spi(CourierInternals) import CourierCore
-import CourierEngine
-import CourierPipeline
-import CourierSerialization
-import CourierStorage
-import CourierTransport
 import Foundation
 
 /// The end of one of a background session's tasks, delivered through

@@ -1,10 +1,3 @@
-@_spi(CourierInternals) import CourierCore
-import CourierEngine
-import CourierPipeline
-import CourierSerialization
-import CourierStorage
-import CourierTransport
-
 /// The global actor that `HTTPSessionManager` and its subclasses are isolated to.
 ///
 /// Isolation to a global actor is what lets the manager be an `open class` that apps subclass

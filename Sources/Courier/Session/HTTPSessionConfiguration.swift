@@ -1,8 +1,6 @@
 import CCourierSystem
-@_spi(CourierInternals) import CourierCore
-import CourierEngine
+import CourierCore
 import CourierPipeline
-import CourierSerialization
 import CourierStorage
 import CourierTransport
 import Foundation

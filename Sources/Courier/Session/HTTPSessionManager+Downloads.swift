@@ -1,10 +1,7 @@
 import CCourierSystem
-@_spi(CourierInternals) import CourierCore
-import CourierEngine
+import CourierCore
 import CourierJSON
 import CourierPipeline
-import CourierSerialization
-import CourierStorage
 import CourierTransport
 import Foundation
 import HTTPTypes
@@ -41,10 +38,7 @@ extension HTTPSessionManager {
         do {
             var call = Call(
                 method: method, path: path, parameters: parameters, headers: headers, options: requestOptions)
-            if let body {
-                call.body = try body.requestBody(compressed: false)
-                call.contentType = body.effectiveContentType
-            }
+            try call.setBody(body)
             return makeDownloadTask(call, destination: .file(destination), options: options, resume: nil)
         } catch {
             return makeDownloadTask(
@@ -193,7 +187,6 @@ extension HTTPSessionManager {
                 await background?.taskEnded(identifier, control: control, .downloaded(response))
                 return response
             } catch {
-                control.reporters.finish(succeeded: false)
                 // What the sink left: for resume data, and (background) to know it is done with
                 // the partial file. A plain cancellation does not wait for it.
                 let ended = error is CourierError || background != nil ? await sink.result() : nil

@@ -1,4 +1,3 @@
-@_spi(CourierInternals) import CourierCore
 import CourierJSON
 import CourierPipeline
 import CourierSerialization

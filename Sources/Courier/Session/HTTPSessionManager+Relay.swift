@@ -1,4 +1,4 @@
-@_spi(CourierInternals) import CourierCore
+import CourierCore
 import CourierPipeline
 import CourierTransport
 import Foundation
@@ -36,10 +36,7 @@ extension HTTPSessionManager {
     ) async throws -> (HTTPResponse, RelayedBody) {
         var call = Call(method: method, path: url, options: options)
         call.fields = fields
-        if let body {
-            call.body = try body.requestBody(compressed: false)
-            call.contentType = body.effectiveContentType
-        }
+        try call.setBody(body)
         do {
             if Self.readsWhole(accepting: fields[values: .accept]) {
                 let raw = try await tracked(.data, method, url) { control in

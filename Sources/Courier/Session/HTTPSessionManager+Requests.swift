@@ -1,9 +1,7 @@
-@_spi(CourierInternals) import CourierCore
-import CourierEngine
+import CourierCore
 import CourierJSON
 import CourierPipeline
 import CourierSerialization
-import CourierStorage
 import CourierTransport
 import Foundation
 import HTTPTypes
@@ -26,7 +24,7 @@ extension HTTPSessionManager {
     ) async throws -> DataResponse<Serializer.Value> {
         try await tracked(.data, method, path) { control in
             try await perform(
-                prepared(method, path, parameters: parameters, headers: headers, options: options),
+                prepare(method, path, parameters: parameters, headers: headers, options: options),
                 serializer: serializer, register: control.attach)
         }
     }
@@ -61,13 +59,8 @@ extension HTTPSessionManager {
     ) -> DataTask<Serializer.Value> {
         let call = Call(method: method, path: path, parameters: parameters, headers: headers, options: options)
         return DataTask(control: TaskControl(), tracking: tracking(.data, method, path)) { control in
-            do {
-                return try await self.perform(
-                    call, serializer: serializer, reporters: control.reporters, register: control.attach)
-            } catch {
-                control.reporters.finish(succeeded: false)
-                throw error
-            }
+            return try await self.perform(
+                call, serializer: serializer, reporters: control.reporters, register: control.attach)
         }
     }
 

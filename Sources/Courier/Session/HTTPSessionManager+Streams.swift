@@ -1,7 +1,6 @@
-@_spi(CourierInternals) import CourierCore
+import CourierCore
 import CourierJSON
 import CourierPipeline
-import CourierSerialization
 import CourierTransport
 import Foundation
 import HTTPTypes
@@ -108,10 +107,7 @@ extension HTTPSessionManager {
         headers: [String: String], options: RequestOptions
     ) throws(CourierError) -> Call {
         var call = Call(method: method, path: path, parameters: parameters, headers: headers, options: options)
-        if let body {
-            call.body = try body.requestBody(compressed: false)
-            call.contentType = body.effectiveContentType
-        }
+        try call.setBody(body)
         call.usesLargeBuffers = true
         return call
     }

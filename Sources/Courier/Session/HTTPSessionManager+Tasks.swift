@@ -1,4 +1,3 @@
-@_spi(CourierInternals) import CourierCore
 import Foundation
 import HTTPTypes
 

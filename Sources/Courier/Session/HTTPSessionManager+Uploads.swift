@@ -1,9 +1,7 @@
-@_spi(CourierInternals) import CourierCore
-import CourierEngine
+import CourierCore
 import CourierJSON
 import CourierPipeline
 import CourierSerialization
-import CourierStorage
 import CourierTransport
 import Foundation
 import HTTPTypes
@@ -84,6 +82,17 @@ public struct UploadBody: Sendable {
     }
 }
 
+extension RequestCall {
+    /// Makes `body` the call's body, with its content type, when there is one: every kind of
+    /// call that takes an `UploadBody` (uploads, downloads, streams, requests sent as built,
+    /// relayed requests) sets it here.
+    mutating func setBody(_ body: UploadBody?, compressed: Bool = false) throws(CourierError) {
+        guard let body else { return }
+        self.body = try body.requestBody(compressed: compressed)
+        contentType = body.effectiveContentType
+    }
+}
+
 extension HTTPSessionManager {
     /// Starts an upload: sends `body` with `method`, and turns the response into a value with
     /// `serializer`. The task's `uploadProgress` reports the bytes sent (with a total when the
@@ -121,9 +130,8 @@ extension HTTPSessionManager {
             tracking: tracking(.upload, method, path)
         ) { control in
             do {
-                var call = Call(
-                    method: method, path: path, headers: headers, body: try body.requestBody(compressed: compressed),
-                    contentType: body.effectiveContentType, options: options)
+                var call = Call(method: method, path: path, headers: headers, options: options)
+                try call.setBody(body, compressed: compressed)
                 call.usesLargeBuffers = true
                 if let background {
                     guard case .file(let source) = body.source else {
@@ -149,7 +157,6 @@ extension HTTPSessionManager {
                 await background?.taskEnded(identifier, control: control, .uploaded(raw))
                 return DataResponse(raw: raw, value: try value ?? serializer.serialize(raw))
             } catch {
-                control.reporters.finish(succeeded: false)
                 await background?.taskEnded(identifier, control: control, .failed(error))
                 throw error
             }

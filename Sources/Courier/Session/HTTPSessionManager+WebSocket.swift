@@ -1,10 +1,8 @@
-@_spi(CourierInternals) import CourierCore
+import CourierCore
 import CourierJSON
 import CourierPipeline
-import CourierSerialization
 import CourierTransport
 import Foundation
-import HTTPTypes
 
 extension HTTPSessionManager {
     /// Opens a WebSocket to `path`, resolved against the base URL: `"chat"` under

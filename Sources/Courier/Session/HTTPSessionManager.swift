@@ -32,14 +32,16 @@ import Logging
 /// decoding run off the actor, which only runs the ``adapt(_:)`` and ``process(_:)`` hooks.
 /// The serializer and header properties can be set from any context.
 ///
-/// Each manager owns one libcurl multi handle on a thread of its own, with its connection
-/// pool; reuse one manager for many requests. The thread ends when the manager is released and
-/// its last request has ended (each request holds the manager), or at `invalidateAndCancel()`.
+/// Each manager owns its engines (``HTTPSessionConfiguration/engineCount``, one per core by
+/// default): each a libcurl multi handle on a thread of its own, with its connection pool;
+/// reuse one manager for many requests. The threads end when the manager is released and its
+/// last request has ended (each request holds the manager), or at `invalidateAndCancel()`.
 @HTTPSessionActor
 open class HTTPSessionManager {
     /// The URL that relative paths resolve against (with a trailing slash added when missing).
     public nonisolated let baseURL: URL?
-    private nonisolated let base: BaseURL?
+    /// `baseURL` as plain relative paths resolve against it, without Foundation.
+    nonisolated let base: BaseURL?
     /// The configuration the manager was created with.
     public nonisolated let configuration: HTTPSessionConfiguration
     /// Where the manager logs (at `debug` and `trace` level).
@@ -49,7 +51,8 @@ open class HTTPSessionManager {
     nonisolated let transport: any Transport
     /// Interceptors, the HTTP cache, credentials, the transport, monitors.
     nonisolated let pipeline: RequestPipeline
-    private nonisolated let settings: Locked<Settings>
+    /// The serializers, decoder, encoder and header fields, settable from any context.
+    nonisolated let settings: Locked<Settings>
     /// False for `HTTPSessionManager` itself, whose hooks return their input unchanged: its
     /// requests skip the two hops to the session actor. Subclasses always run the hooks.
     package nonisolated let runsHooks: Bool
@@ -81,7 +84,7 @@ open class HTTPSessionManager {
     /// What is wrong with the configuration (a malformed pin): every request fails with it.
     nonisolated let configurationError: CourierError?
 
-    private struct Settings {
+    struct Settings {
         var requestSerializer: any RequestSerializer = HTTPRequestSerializer()
         var responseSerializer: any ResponseSerializer<JSON> = JSONResponseSerializer()
         var additionalHeaders: [String: String] {
@@ -179,7 +182,7 @@ open class HTTPSessionManager {
             monitors: monitors,
             hsts: configuration.usesHSTS ? HSTSStore(file: storage?.appendingPathComponent("hsts.json")) : nil,
             altServices: AltServiceStore(file: storage?.appendingPathComponent("alt-svc.json")),
-            observability: SessionObservability(
+            telemetry: SessionTelemetry(
                 tracer: configuration.tracer, metricsFactory: configuration.metricsFactory),
             addsCacheStatusField: configuration.addsCacheStatusField,
             coalescesRequests: configuration.coalescesRequests)
@@ -283,51 +286,6 @@ open class HTTPSessionManager {
     /// `.forSession` persistence is kept for later requests to the same protection space.
     open func credential(for challenge: AuthenticationChallenge) async -> Credential? {
         await challengeHandler?(challenge)
-    }
-
-    // MARK: - The request pipeline
-
-    /// Everything a call says about its request.
-    typealias Call = RequestCall
-
-    /// Builds the request head, encodes parameters; nonisolated, before anything is sent.
-    nonisolated func prepare(_ call: Call) throws(CourierError) -> PreparedRequest {
-        if let configurationError { throw configurationError }
-        if let tls = call.options.tls { try tls.validate() }
-        let (serializer, session) = try settings.withLock { settings throws(CourierError) in
-            (settings.requestSerializer, try settings.sessionFields(transport: transport))
-        }
-        var fields = session.fields
-        if !call.headers.isEmpty { try RequestBuilding.apply(call.headers, to: &fields) }
-        if let given = call.fields { RequestBuilding.apply(given, to: &fields) }
-        var head: HTTPRequest
-        if let base, let path = base.resolvePlain(call.path) {
-            head = HTTPRequest(
-                method: call.method, scheme: base.scheme, authority: base.authority, path: path, headerFields: fields)
-        } else {
-            let url = try RequestBuilding.resolve(call.path, against: baseURL)
-            head = HTTPRequest(method: call.method, url: url, headerFields: fields)
-            // `https://user:password@host/` (in the path or the base URL): the request head has
-            // no place for the user info, so it becomes the call's credential, scoped to that
-            // origin, unless the call has its own.
-            if call.options.credential == nil, let credential = RequestBuilding.credential(in: url) {
-                var call = call
-                call.options.credential = credential
-                return try prepare(call)
-            }
-        }
-        if let body = call.body {
-            if let contentType = call.contentType, head.headerFields[.contentType] == nil {
-                head.headerFields[.contentType] = contentType
-            }
-            if body.compressed { head.headerFields[.contentEncoding] = "gzip" }
-            return PreparedRequest(
-                call: call, head: head, body: body, sessionFields: session.fields, sharedHeaders: session.shared)
-        }
-        let serialized = try serializer.serialize(head, parameters: call.parameters)
-        return PreparedRequest(
-            call: call, head: serialized.request, body: serialized.body.map { RequestBody(.data($0)) },
-            sessionFields: session.fields, sharedHeaders: session.shared)
     }
 
     /// The serializer for results of type `Value`: the manager's ``responseSerializer`` for

@@ -1,9 +1,4 @@
-import CCourierSystem
 @_spi(CourierInternals) import CourierCore
-import CourierEngine
-import CourierPipeline
-import CourierSerialization
-import CourierStorage
 import CourierTransport
 import Foundation
 import HTTPTypes

@@ -175,6 +175,7 @@ struct TaskTracking: Sendable {
     /// frame that holds it 4 KiB, a slab of the task's allocator more per request in flight.
     struct Registration: Sendable {
         let registry: TaskRegistry
+        let control: TaskControl
         let identifier: Int?
         let refusal: (any Error)?
 
@@ -184,11 +185,18 @@ struct TaskTracking: Sendable {
         }
 
         /// Runs `work` while the task is listed, and ends the registration after it; throws
-        /// the refusal instead when the session took no new tasks.
+        /// the refusal instead when the session took no new tasks. A failure ends the task's
+        /// progress sequences (a success has ended them with its last bytes): the one place
+        /// every kind of task does it.
         func run<Result>(_ work: () async throws -> Result) async throws -> Result {
             defer { end() }
-            if let refusal { throw refusal }
-            return try await work()
+            do {
+                if let refusal { throw refusal }
+                return try await work()
+            } catch {
+                control.reporters.finish(succeeded: false)
+                throw error
+            }
         }
     }
 
@@ -198,9 +206,9 @@ struct TaskTracking: Sendable {
     func register(_ control: TaskControl) -> Registration {
         do {
             let identifier = try registry.register(kind, method, path, control: control)
-            return Registration(registry: registry, identifier: identifier, refusal: nil)
+            return Registration(registry: registry, control: control, identifier: identifier, refusal: nil)
         } catch {
-            return Registration(registry: registry, identifier: nil, refusal: error)
+            return Registration(registry: registry, control: control, identifier: nil, refusal: error)
         }
     }
 }

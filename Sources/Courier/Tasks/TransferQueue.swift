@@ -1,8 +1,4 @@
 @_spi(CourierInternals) import CourierCore
-import CourierEngine
-import CourierPipeline
-import CourierSerialization
-import CourierStorage
 import CourierTransport
 import Foundation
 

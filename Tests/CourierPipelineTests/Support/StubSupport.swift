@@ -104,23 +104,6 @@ final class EventRecorder: EventMonitor {
 }
 
 extension RequestEvent {
-    /// The kind's case name.
-    var name: String {
-        switch kind {
-        case .created: "created"
-        case .adapted: "adapted"
-        case .attemptStarted: "attemptStarted"
-        case .responseHead: "responseHead"
-        case .redirected: "redirected"
-        case .waitingForConnectivity: "waitingForConnectivity"
-        case .retryDecided: "retryDecided"
-        case .finished: "finished"
-        case .failed: "failed"
-        case .webSocketOpened: "webSocketOpened"
-        case .webSocketClosed: "webSocketClosed"
-        }
-    }
-
     /// The request's last event: `finished` or `failed`.
     var isEnding: Bool {
         switch kind {

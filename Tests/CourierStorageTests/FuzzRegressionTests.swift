@@ -1,16 +1,10 @@
 import Foundation
 import Testing
 
-@testable import Courier
-@_spi(CourierInternals) @testable import CourierCore
-@testable import CourierEngine
-@testable import CourierPipeline
-@testable import CourierSerialization
 @testable import CourierStorage
-@testable import CourierTransport
 
 /// What the fuzzers found (Fuzz/README.md), each pinned down with the input that found it
-/// (also in the target's corpus, Fuzz/Corpus/<target>/finding-*).
+/// (also in the target's corpus, Fuzz/Corpus/<target>/finding-*): the cookie parsers.
 struct FuzzRegressionTests {
     static let url = URL(string: "https://www.example.com/dir/page")!
 
@@ -76,24 +70,5 @@ struct FuzzRegressionTests {
         let cookie = try #require(Cookie(netscapeLine: "x.com\tFALSE\t/\tFALSE\t9223372036854775807\ta\tb"))
         #expect(cookie.expires == Date(timeIntervalSince1970: Cookie.latestExpiry))
         #expect(Cookie(netscapeLine: Substring(cookie.netscapeLine)) == cookie)
-    }
-
-    // MARK: query
-
-    @Test func aNullUnderAnEmptyNameWritesNothing() throws {
-        #expect(try QueryStringEncoding.encode(["": .null]) == "")
-        #expect(try QueryStringEncoding.pairs(["": .null]).isEmpty)
-        #expect(try QueryStringEncoding.encode(["": "x", "a": .null]) == "=x&a")
-    }
-
-    // MARK: disposition
-
-    @Test func aSuggestedNameIsOneVisibleComponent() {
-        #expect(ContentDisposition.sanitized(" ..") == nil)
-        #expect(ContentDisposition.sanitized(" .hidden") == "hidden")
-        #expect(ContentDisposition.sanitized("a/\u{301}..") == "\u{301}..")  // not `..`
-        #expect(ContentDisposition.sanitized("x/\u{301}name") == "\u{301}name")
-        #expect(ContentDisposition.sanitized("invoice\u{202E}fdp.exe") == "invoicefdp.exe")
-        #expect(ContentDisposition.sanitized("a\u{2028}b\u{200B}c") == "abc")
     }
 }

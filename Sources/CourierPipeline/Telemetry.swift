@@ -17,7 +17,7 @@ import Tracing
 /// anything. The answer is not cached per session: a backend may be bootstrapped
 /// after the session was made, and `withTracer(_:_:)` and `withMetricsFactory(_:_:)` bind one
 /// for a task.
-package final class SessionObservability: Sendable {
+package final class SessionTelemetry: Sendable {
     private enum TracerChoice {
         /// `InstrumentationSystem`'s, looked up at each request.
         case system
@@ -65,10 +65,10 @@ package final class SessionObservability: Sendable {
     /// when nothing would be recorded: with nothing bootstrapped and nothing configured, two
     /// task-local reads, two reader locks and two type checks.
     @inline(never)
-    package func observe(_ head: HTTPRequest) -> RequestObservation? {
+    package func observe(_ head: HTTPRequest) -> RequestTelemetry? {
         let (tracer, propagator, metrics) = recorders()
         guard tracer != nil || metrics != nil else { return nil }
-        return RequestObservation(head, tracer: tracer, propagator: propagator, metrics: metrics)
+        return RequestTelemetry(head, tracer: tracer, propagator: propagator, metrics: metrics)
     }
 
     /// The tracer that records a request now (with the instrument that injects its context)
@@ -199,8 +199,8 @@ package final class SessionMetrics: Sendable {
 }
 
 /// One request's span and metrics, from the call to its response or failure. Made only when
-/// something records (see `SessionObservability.observe(_:)`).
-package final class RequestObservation: Sendable {
+/// something records (see `SessionTelemetry.observe(_:)`).
+package final class RequestTelemetry: Sendable {
     private struct Tally {
         var bytesSent: Int64 = 0
         var bytesReceived: Int64 = 0
@@ -239,15 +239,15 @@ package final class RequestObservation: Sendable {
         metrics?.activeRequests.increment()
     }
 
-    /// The observation of one attempt of `request`: its span started (a child of the
+    /// The telemetry of one attempt of `request`: its span started (a child of the
     /// request's), its context injected into the request's header fields, and the redirect
     /// handler wrapped so that each hop gets a span of its own.
-    func attempt(for request: inout TransferRequest) -> AttemptObservation {
+    func attempt(for request: inout TransferRequest) -> AttemptTelemetry {
         tally.withLock {
             $0.status = nil
             $0.version = ""
         }
-        let attempt = AttemptObservation(self)
+        let attempt = AttemptTelemetry(self)
         guard tracer != nil else { return attempt }
         attempt.beginHop(&request.head)
         let handler = request.redirectHandler
@@ -325,12 +325,12 @@ package final class RequestObservation: Sendable {
 /// One attempt's spans: the current hop's, ended when its response or failure comes, or when a
 /// redirect or a challenge answer starts the next. Redirects are followed on the transport's
 /// thread, hence the lock.
-package final class AttemptObservation: Sendable {
-    let request: RequestObservation
+package final class AttemptTelemetry: Sendable {
+    let request: RequestTelemetry
     /// The span of the send in progress; nil once it ended, or when only metrics record.
     private let hop = Locked<(any Span)?>(nil)
 
-    init(_ request: RequestObservation) {
+    init(_ request: RequestTelemetry) {
         self.request = request
     }
 

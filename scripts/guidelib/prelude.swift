@@ -1,4 +1,4 @@
-// The names a reader of the guide assumes, for scripts/check-guide: each entry starts with a
+// The names a reader of the guide assumes, for `scripts/guide --compile`: each entry starts with a
 // `// name: NAME` line and is left out when the block declares that name itself. Values are
 // placeholders: the blocks are type-checked, never run.
 

@@ -1,10 +1,9 @@
-#!/usr/bin/env python3
 """Type-checks every Swift block of the guide, so that the guide cannot rot.
 
 The blocks of README.md and the DocC articles (Sources/*/*.docc) are each compiled as the
 `main.swift` of a program of their own, against the modules the last `swift build` made, beside a prelude that declares the names a
 reader assumes: the earlier blocks of the same page that only declare things (the API client a
-page builds up), and the names of scripts/guide-prelude.swift (`api`, `User`, `url`, a `show`
+page builds up), and the names of scripts/guidelib/prelude.swift (`api`, `User`, `url`, a `show`
 function...). A name the block declares itself is left out of the prelude. A block with
 imports of its own gets only those (and Foundation), so a block that forgets an import fails
 as it would for a reader; one without gets `import Courier` and `import CourierTesting`.
@@ -16,7 +15,7 @@ Documentation/Usage.md and Documentation/AdvancedUsage.md are left out: scripts/
 from the Courier catalog's articles, blocks unchanged, so the articles' check covers them (and
 `scripts/guide --check` that they are what the articles make). Given as FILE, they are checked.
 
-Usage: scripts/check-guide [--bin-path DIR] [FILE...]
+Usage: scripts/guide --compile [--bin-path DIR] [FILE...]
   DIR: the build's products (default: `swift build --show-bin-path`).
 Exit status 1 when a block does not compile; each failure is printed with its file and line.
 """
@@ -29,8 +28,8 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-PRELUDE = ROOT / "scripts" / "guide-prelude.swift"
+ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
+PRELUDE = ROOT / "scripts" / "guidelib" / "prelude.swift"
 
 BLOCK = re.compile(r"^```swift[ \t]*\n(.*?)^```", re.M | re.S)
 DECLARATION = re.compile(
@@ -214,8 +213,7 @@ def linked_pages(page: pathlib.Path, seen: set[pathlib.Path]):
             yield linked
 
 
-def main() -> int:
-    args = sys.argv[1:]
+def main(args: list[str]) -> int:
     bin_path = None
     if args[:1] == ["--bin-path"]:
         bin_path, args = pathlib.Path(args[1]), args[2:]
@@ -242,9 +240,6 @@ def main() -> int:
             failures = [f for f in pool.map(check, jobs) if f]
     for failure in failures:
         print(failure, file=sys.stderr)
-    print(f"check-guide: {len(jobs) - len(failures)} of {len(jobs)} Swift blocks compile")
+    print(f"scripts/guide --compile: {len(jobs) - len(failures)} of {len(jobs)} Swift blocks compile")
     return 1 if failures else 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,1 @@
+"""scripts/guide's parts: `compile` type-checks the guide's Swift blocks."""
