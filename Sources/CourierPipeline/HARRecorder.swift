@@ -179,9 +179,11 @@ public final class HARRecorder: EventMonitor, Sendable {
         }
     }
 
+    /// ISO 8601 with milliseconds, in UTC (HAR's `startedDateTime`): one value style for every
+    /// entry, not a formatter made per entry.
+    private static let timestampStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
     private static func timestamp(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
+        date.formatted(timestampStyle)
     }
 }

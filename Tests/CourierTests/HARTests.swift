@@ -37,6 +37,14 @@ import Testing
         #expect(log["version"] as? String == "1.2")
         let entries = try #require(log["entries"] as? [[String: Any]])
         #expect(entries.count == paths.count + 1)
+        // Each entry's start is ISO 8601 with milliseconds (`2026-11-29T13:10:32.123Z`), from
+        // this run, in the order the requests went.
+        let started = try entries.map { entry in
+            let text = try #require(entry["startedDateTime"] as? String)
+            #expect(text.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil, "\(text)")
+            return try Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        }
+        #expect(started == started.sorted() && abs(started[0].timeIntervalSinceNow) < 120)
         let text = try String(contentsOf: file, encoding: .utf8)
         #expect(!text.contains("secret-token"))
         #expect(text.contains("<redacted>"))

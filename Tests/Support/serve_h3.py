@@ -36,6 +36,10 @@ i % 251):
   GET /cache/<name>?max_age=S  Cache-Control: max-age=S (60), ETag "<name>-<count>",
                                {"name", "served"}; a matching If-None-Match gets 304
   GET /gzip                    a gzip-compressed JSON body (Content-Encoding: gzip)
+  GET /trailers?n=N            N pattern bytes, then the trailer fields Server-Timing:
+                               db;dur=53 and X-Checksum: <sha256 of the body> (HTTP/2 and
+                               HTTP/3 only, and only to a request that says TE: trailers, as
+                               the protocols ask; otherwise the body alone)
   GET /stats                   {"requests", "by_version", "clients_by_version"}
   POST /stats/reset            zeroes them
   anything else                404 with a short text body
@@ -382,6 +386,8 @@ class Exchange:
                                "http_version": self.version}, indent=2).encode() + b"\n"
             return await self.respond(200, gzip.compress(body, mtime=0),
                                       [("content-encoding", "gzip")], "application/json")
+        if path == "/trailers":
+            return await self.trailers_route(int(dict(parse_qsl(self.query)).get("n", "1000")))
         if path == "/stats":
             return await self.respond_json(STATS.json())
         if path == "/stats/reset":
@@ -390,6 +396,19 @@ class Exchange:
             STATS.reset()
             return await self.respond_json(STATS.json())
         return await self.respond_text(404, f"no route for {path}\n")
+
+    async def trailers_route(self, n: int) -> None:
+        body = bytes(i % 251 for i in range(n))
+        wants = ("te", "trailers") in [(k, v.lower()) for k, v in self.header_list]
+        self.started = True
+        await self.send({"type": "http.response.start", "status": 200, "trailers": wants,
+                         "headers": [(b"content-type", b"application/octet-stream"),
+                                     (b"x-http-version", self.version.encode())]})
+        await self.send({"type": "http.response.body", "body": body, "more_body": False})
+        if wants:
+            await self.send({"type": "http.response.trailers", "more_trailers": False,
+                             "headers": [(b"server-timing", b"db;dur=53"),
+                                         (b"x-checksum", hashlib.sha256(body).hexdigest().encode())]})
 
     async def bytes_route(self, n: int) -> None:
         await self.start(200, [("content-type", "application/octet-stream"),
