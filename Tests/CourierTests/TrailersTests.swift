@@ -3,6 +3,7 @@ import HTTPTypes
 import Testing
 
 @testable import Courier
+@testable import CourierEngine
 
 /// Trailer fields after a chunked body (the fault server's `/chunked?trailers=1`) and after an
 /// HTTP/2 response's data (hypercorn's `/trailers`), on buffered responses and at the end of
@@ -45,6 +46,8 @@ import Testing
 
     /// Over HTTP/2 trailers are a HEADERS frame after the DATA; a server sends them to a request
     /// that says `TE: trailers`, which a caller adds (it is the one `TE` value HTTP/2 allows).
+    /// libcurl hands them on from 7.88.1 among the versions measured; 7.76.1 drops them (a
+    /// plain C program on `curl_easy_perform` sees none either), and the body is whole anyway.
     @Test func anHTTP2ResponseHasItsTrailersToo() async throws {
         let server = try await TestServers.http3()
         let api = HTTP3Tests.manager(server, version: .http2OverTLS)
@@ -53,6 +56,10 @@ import Testing
             serializer: DataResponseSerializer())
         #expect(response.metrics.httpVersion == "2")
         #expect(response.data.count == 40_000)
+        guard CurlRuntime.versionNumber >= 0x07_58_01 else {
+            if CurlRuntime.versionNumber <= 0x07_4C_01 { #expect(response.trailers == nil) }
+            return
+        }
         let trailers = try #require(response.trailers)
         #expect(trailers[Self.serverTiming] == "db;dur=53")
         #expect(trailers[Self.checksum] == SHA256.hex(response.data))
