@@ -309,17 +309,23 @@ package final class RequestPipeline: Sendable {
         _ adapted: HTTPRequest, for prepared: PreparedRequest
     ) throws(CourierError) -> (head: HTTPRequest, urlString: String, credentials: CredentialPair) {
         var adapted = adapted
-        if let hsts, !hsts.isEmpty, adapted.scheme == "http", let url = adapted.url, let upgraded = hsts.upgrade(url) {
-            adapted.url = upgraded
-        }
+        if let upgraded = upgradedByHSTS(adapted) { adapted.url = upgraded }
         let urlString = try RequestBuilding.urlString(of: adapted)
         var credentials = storedCredentials(for: urlString, proxy: prepared.call.options.proxy)
+        // The call's origin as HSTS makes it: `http://host` of an HSTS host is `https://host`.
         if let credential = prepared.call.options.credential,
-            let scoped = ScopedCredential(credential, for: prepared.head.url)
+            let scoped = ScopedCredential(credential, for: upgradedByHSTS(prepared.head) ?? prepared.head.url)
         {
             credentials.server = [scoped]
         }
         return (adapted, urlString, credentials)
+    }
+
+    /// The URL of `request` made https when it is http to a host known for
+    /// `Strict-Transport-Security`; nil when it stays as it is (no URL is built then).
+    private func upgradedByHSTS(_ request: HTTPRequest) -> URL? {
+        guard let hsts, !hsts.isEmpty, request.scheme == "http", let url = request.url else { return nil }
+        return hsts.upgrade(url)
     }
 
     /// The synchronous part of an attempt: HSTS, the URL, the cache lookup, credentials, the

@@ -247,6 +247,29 @@ import Testing
         #expect(response.request.scheme == "https")
     }
 
+    /// A call's credential belongs to the origin the call named; when HSTS upgrades that origin
+    /// to https, the credential goes with it (the same host, now over TLS), and the challenge
+    /// is answered.
+    @Test func aCallsCredentialFollowsItsOriginsHSTSUpgrade() async throws {
+        let servers = try await TestServers.tls()
+        let api = Self.trusting(servers)
+        _ = try await Self.text(api, servers.url("valid").appendingPathComponent("hsts"))
+        let plain = servers.url("valid", scheme: "http").appendingPathComponent("private.txt")
+        let response = try await api.request(
+            .get, plain.absoluteString,
+            options: RequestOptions(credential: Credential(user: "ada", password: "lovelace")),
+            serializer: StringResponseSerializer())
+        #expect(response.request.scheme == "https")
+        #expect(response.value == "private\n")
+        // A wrong password is refused: the credential, not the page, made the difference.
+        let refused = await capturedError {
+            _ = try await api.request(
+                .get, plain.absoluteString, options: RequestOptions(credential: Credential(user: "ada", password: "x")),
+                serializer: StringResponseSerializer())
+        }
+        #expect(isCourierError(refused) { $0.response?.status.code == 401 })
+    }
+
     @Test func hstsSurvivesANewManagerInADefaultSessionAndCanBeTurnedOff() async throws {
         let servers = try await TestServers.tls()
         let storage = FileManager.default.temporaryDirectory.appendingPathComponent("hsts-\(UUID().uuidString)")

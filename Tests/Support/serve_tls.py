@@ -349,6 +349,8 @@ def server_block(name: str, port: int, root: str, pki: dict) -> str:
                   '            add_header Strict-Transport-Security "max-age=3600; includeSubDomains" always;',
                   "            default_type text/plain;",
                   '            return 200 "hsts\\n";', "        }"]
+        lines += ["        location = /private.txt {", '            auth_basic "tls";',
+                  f"            auth_basic_user_file {pki['htpasswd']};", "        }"]
         # A page that comes with a server push of /hello.txt (HTTP/2 PUSH_PROMISE).
         lines += ["        location = /pushed.txt {", "            http2_push /hello.txt;", "        }"]
     lines += ["    }", ""]
@@ -362,6 +364,13 @@ def write_config(tmp: str, root: str, ports: dict[str, int], sock: str, pki: dic
         application/octet-stream bin;
     }"""
     user = "user root;" if os.geteuid() == 0 else ""
+    # /private.txt on "valid" asks for Basic authentication (user ada, password lovelace).
+    htpasswd = os.path.join(tmp, "htpasswd")
+    with open(htpasswd, "w") as f:
+        f.write("ada:{PLAIN}lovelace\n")
+    with open(os.path.join(root, "private.txt"), "w") as f:
+        f.write("private\n")
+    pki = dict(pki, htpasswd=htpasswd)
     servers = "".join(server_block(name, ports[name], root, pki) for name in SERVERS)
     conf = f"""\
 # Written by Tests/Support/serve_tls.py; everything lives in {tmp}.
