@@ -244,6 +244,19 @@ static void courier_trust_context_free(void *parent, void *pointer, void *data, 
     if (pointer && courier_trust.release) courier_trust.release(pointer);
 }
 
+/* Whether every function of a table filled by dlsym was found; a table with one missing is
+ * cleared whole (its first entry NULL then says "unavailable"). */
+static bool courier_all_found(void *table, size_t size) {
+    void **slots = (void **)table;
+    for (size_t i = 0; i < size / sizeof(void *); i++) {
+        if (!slots[i]) {
+            memset(table, 0, size);
+            return false;
+        }
+    }
+    return true;
+}
+
 static void courier_trust_load(void) {
 #define COURIER_FIND(field, name) *(void **)(&courier_openssl.field) = dlsym(RTLD_DEFAULT, name)
     COURIER_FIND(set_cert_verify_callback, "SSL_CTX_set_cert_verify_callback");
@@ -265,13 +278,7 @@ static void courier_trust_load(void) {
     COURIER_FIND(digest, "EVP_Digest");
     COURIER_FIND(sha256, "EVP_sha256");
 #undef COURIER_FIND
-    void **slots = (void **)&courier_openssl;
-    for (size_t i = 0; i < sizeof courier_openssl / sizeof(void *); i++) {
-        if (!slots[i]) {
-            memset(&courier_openssl, 0, sizeof courier_openssl);
-            return;
-        }
-    }
+    if (!courier_all_found(&courier_openssl, sizeof courier_openssl)) return;
     /* CRYPTO_EX_INDEX_SSL_CTX is 2 in OpenSSL 1.1 and 3. */
     courier_trust_ex_index = courier_openssl.ctx_get_ex_new_index(2, 0, NULL, NULL, NULL, courier_trust_context_free);
     if (courier_trust_ex_index < 0) memset(&courier_openssl, 0, sizeof courier_openssl);
@@ -353,4 +360,107 @@ bool courier_trust_sha256(const void *data, size_t count, unsigned char digest[3
     if (!courier_trust_available()) return false;
     unsigned int size = 0;
     return courier_openssl.digest(data, count, digest, &size, courier_openssl.sha256(), NULL) == 1 && size == 32;
+}
+
+
+/* MARK: - One CA store per trust configuration (OpenSSL, looked up at run time)
+ *
+ * libcurl's OpenSSL backend builds a new X509_STORE for every new connection, parsing its CA
+ * file again, except where it keeps one for a multi handle (7.87 on, a file and no directory,
+ * and not in every release). Courier parses each file once and hands the store to every
+ * connection's SSL_CTX from CURLOPT_SSL_CTX_FUNCTION. The functions below have the same
+ * signatures in OpenSSL 1.1.1 and 3. */
+
+typedef struct {
+    void *(*store_new)(void);
+    void (*store_free)(void *store);
+    int (*store_up_ref)(void *store);
+    int (*store_load_locations)(void *store, const char *file, const char *directory);
+    int (*store_set_flags)(void *store, unsigned long flags);
+    void (*ctx_set_cert_store)(void *ctx, void *store);
+    void (*clear_error)(void);
+} courier_store_functions;
+
+static courier_store_functions courier_stores;
+static pthread_once_t courier_stores_once = PTHREAD_ONCE_INIT;
+
+static void courier_stores_load(void) {
+#define COURIER_FIND(field, name) *(void **)(&courier_stores.field) = dlsym(RTLD_DEFAULT, name)
+    COURIER_FIND(store_new, "X509_STORE_new");
+    COURIER_FIND(store_free, "X509_STORE_free");
+    COURIER_FIND(store_up_ref, "X509_STORE_up_ref");
+    COURIER_FIND(store_load_locations, "X509_STORE_load_locations");
+    COURIER_FIND(store_set_flags, "X509_STORE_set_flags");
+    COURIER_FIND(ctx_set_cert_store, "SSL_CTX_set_cert_store");
+    COURIER_FIND(clear_error, "ERR_clear_error");
+#undef COURIER_FIND
+    courier_all_found(&courier_stores, sizeof courier_stores);
+}
+
+void *courier_ca_store_new(const char *file, const char *directory, const char *revocation_list) {
+    pthread_once(&courier_stores_once, courier_stores_load);
+    if (!courier_stores.store_new || (!file && !directory)) return NULL;
+    void *store = courier_stores.store_new();
+    if (!store) return NULL;
+    /* A PEM file's certificates and CRLs both load (X509_load_cert_crl_file). */
+    if (courier_stores.store_load_locations(store, file, directory) != 1
+        || (revocation_list && courier_stores.store_load_locations(store, revocation_list, NULL) != 1)) {
+        courier_stores.store_free(store);
+        courier_stores.clear_error();
+        return NULL;
+    }
+    /* The flags libcurl sets on the stores it builds (7.68 on): the trusted store's issuers
+     * first (X509_V_FLAG_TRUSTED_FIRST); with a revocation list, every certificate of the chain
+     * checked against it (X509_V_FLAG_CRL_CHECK, X509_V_FLAG_CRL_CHECK_ALL); without one, a
+     * trusted certificate that is not a root ends the chain (X509_V_FLAG_PARTIAL_CHAIN). */
+    courier_stores.store_set_flags(store, revocation_list ? 0x8000UL | 0x4UL | 0x8UL : 0x8000UL | 0x80000UL);
+    return store;
+}
+
+void courier_ca_store_free(void *store) {
+    if (store && courier_stores.store_free) courier_stores.store_free(store);
+}
+
+/* CURLOPT_SSL_CTX_FUNCTION: the connection's SSL_CTX takes a reference to the shared store in
+ * place of the one libcurl made. */
+static CURLcode courier_ca_store_ssl_ctx(CURL *easy, void *ssl_ctx, void *store) {
+    (void)easy;
+    if (!store || courier_stores.store_up_ref(store) != 1) return CURLE_SSL_CACERT_BADFILE;
+    courier_stores.ctx_set_cert_store(ssl_ctx, store);
+    return CURLE_OK;
+}
+
+CURLcode courier_easy_set_ca_store(CURL *easy, void *store) {
+    CURLcode code = curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, courier_ca_store_ssl_ctx);
+    if (code != CURLE_OK) return code;
+    return curl_easy_setopt(easy, CURLOPT_SSL_CTX_DATA, store);
+}
+
+/* A certificate nobody holds the key of (it was made and its key thrown away), as the only one
+ * libcurl parses when the shared store replaces its own. 8.21 (not 8.14) puts its built-in CA
+ * file back at the start of each transfer when CURLOPT_CAINFO is NULL, and a CA blob is what
+ * takes the file's place then. Were the store not installed, nothing would verify. */
+static const char courier_placeholder_ca[] =
+    "-----BEGIN CERTIFICATE-----\n"
+    "MIIBwzCCAWmgAwIBAgIUJFQTqB7yfs80ZCxiq0W8boPD83AwCgYIKoZIzj0EAwIw\n"
+    "NjE0MDIGA1UEAwwrQ291cmllciBwbGFjZWhvbGRlciAobm8gcHJpdmF0ZSBrZXkg\n"
+    "ZXhpc3RzKTAgFw0yNjExMjkxNTM3MzJaGA8yMTI2MTEwNTE1MzczMlowNjE0MDIG\n"
+    "A1UEAwwrQ291cmllciBwbGFjZWhvbGRlciAobm8gcHJpdmF0ZSBrZXkgZXhpc3Rz\n"
+    "KTBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABNNRfEjgGHUV8hkjdl0X3dEz0A43\n"
+    "8w4jhmghrQCUtgrJtAmf7IAE00i0h+GbQN595709e/kHc1G+r6LlPyb1zT+jUzBR\n"
+    "MB0GA1UdDgQWBBSwk7amSHLfYw/6aIHNytzs9PBZ4TAfBgNVHSMEGDAWgBSwk7am\n"
+    "SHLfYw/6aIHNytzs9PBZ4TAPBgNVHRMBAf8EBTADAQH/MAoGCCqGSM49BAMCA0gA\n"
+    "MEUCIQCG0cWnVAOpH1d1iOpOPgHrXhN6PNrRWkhPxkeZQ9jLYQIgCJ8Pt+c3NpIp\n"
+    "CNplMl5BGNMpwwNCBhU8K/ghvK7RQ5k=\n"
+    "-----END CERTIFICATE-----\n";
+
+CURLcode courier_easy_set_placeholder_ca(CURL *easy) {
+#if LIBCURL_VERSION_NUM >= 0x074d00
+    if (courier_libcurl_at_least(0x074d00)) {
+        struct curl_blob blob = {(void *)courier_placeholder_ca, sizeof courier_placeholder_ca - 1, CURL_BLOB_NOCOPY};
+        return curl_easy_setopt(easy, CURLOPT_CAINFO_BLOB, &blob);
+    }
+#endif
+    (void)easy;
+    return CURLE_NOT_BUILT_IN;
 }

@@ -103,17 +103,48 @@ package enum CurlRuntime {
     /// older than 7.84, which cannot say (it then parses its bundle and directory for every
     /// new TLS connection, as it always did).
     ///
-    /// With the system's trust and nothing else, Courier sets this file and no CA directory.
-    /// libcurl keeps the parsed CA store of a file for a multi handle's connections
-    /// (`CURLOPT_CA_CACHE_TIMEOUT`, 24 hours by default) only while no directory is set; with
-    /// its built-in directory also set, it parses the whole bundle again for every new
-    /// connection (about 20 ms of CPU for Debian's). The directory adds nothing on systems that
-    /// build it from the same certificates as the bundle (Debian's `update-ca-certificates`).
+    /// With the system's trust and nothing else, Courier's shared CA store is made from this
+    /// file alone (`CAStores`); where that store is not used, Courier sets this file and no CA
+    /// directory: libcurl 7.87 to 8.14 keep the parsed CA store of a file for a multi handle's
+    /// connections (`CURLOPT_CA_CACHE_TIMEOUT`, 24 hours by default) only while no directory is
+    /// set, and parse the whole bundle again for every new connection otherwise (about 20 ms of
+    /// CPU for Debian's). The directory adds nothing on systems that build it from the same
+    /// certificates as the bundle (Debian's `update-ca-certificates`).
     package static let systemCAFile: String? = {
         guard let easy = handle(curl_easy_init) else { return nil }
         defer { curl_easy_cleanup(easy) }
         guard let value = courier_builtin_ca_file(easy) else { return nil }
         let path = String(cString: value)
         return FileManager.default.isReadableFile(atPath: path) ? path : nil
+    }()
+
+    /// Whether libcurl puts its built-in CA file and directory back at the start of each
+    /// transfer when `CURLOPT_CAINFO` or `CURLOPT_CAPATH` is NULL, rather than taking NULL for
+    /// none: 8.21 does, 8.14 (which sets them once, when the handle is made) does not; the
+    /// releases between are taken to do it (what Courier does about it works either way).
+    static let restoresBuiltinCALocations = courier_libcurl_at_least(0x08_0f_00)
+
+    /// libcurl's built-in CA directory (`CURLINFO_CAPATH`): `.some(nil)` when it has none, nil
+    /// when the library cannot say (before 7.84).
+    static let builtinCADirectory: String?? = {
+        guard let easy = handle(curl_easy_init) else { return nil }
+        defer { curl_easy_cleanup(easy) }
+        var path: UnsafePointer<CChar>?
+        guard courier_builtin_ca_path(easy, &path) else { return nil }
+        return .some(path.map { String(cString: $0) })
+    }()
+
+    /// The system's CA bundle for Courier's shared CA store (`CAStores`): `systemCAFile`, or,
+    /// with a libcurl older than 7.84 (which cannot name its own), the first of the bundles
+    /// libcurl's `configure` looks for that exists here (Debian's and Ubuntu's, then RHEL's,
+    /// ...): what those distributions build their libcurl with.
+    static let systemCABundle: String? = {
+        if let systemCAFile { return systemCAFile }
+        guard builtinCADirectory == nil else { return nil }
+        let candidates = [
+            "/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",
+            "/usr/share/ssl/certs/ca-bundle.crt", "/usr/local/share/certs/ca-root-nss.crt", "/etc/ssl/cert.pem",
+        ]
+        return candidates.first { FileManager.default.isReadableFile(atPath: $0) }
     }()
 }

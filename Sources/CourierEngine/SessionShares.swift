@@ -19,6 +19,8 @@ package final class SessionShares: @unchecked Sendable {
     private let connectionLocks: ShareLocks
     /// The cookie engine, when the session handles cookies.
     let cookies: CookieEngine?
+    /// The CA stores of the session's TLS connections.
+    let caStores = CAStores()
     /// The session-wide bandwidth limit, when there is one.
     let bandwidth: SessionBandwidth?
     /// Engines still running; the last to end releases the shares.
@@ -41,6 +43,7 @@ package final class SessionShares: @unchecked Sendable {
         cookies?.close()
         curl_share_cleanup(connections)
         connectionLocks.release()
+        caStores.release()
     }
 }
 

@@ -140,7 +140,7 @@ extension Transfer {
         } else {
             courier_easy_setopt_share(easy, engine.shares.connections)
         }
-        Self.configureTLS(easy, tls, environment: options)
+        Self.configureTLS(easy, tls, environment: options, stores: engine.shares.caStores)
         if options.isolatesConnections {
             // A call's own trust evaluator: a connection of its own, which no other request
             // reuses, and no TLS session resumed from another's (which would skip the check).
@@ -191,7 +191,7 @@ extension Transfer {
     /// Verification, trust, versions, revocation, stapling and the client identity of `tls`;
     /// `environment`'s CA file and directory stand for the system's.
     private static func configureTLS(
-        _ easy: UnsafeMutableRawPointer, _ tls: TLSPolicy, environment options: TransferOptions
+        _ easy: UnsafeMutableRawPointer, _ tls: TLSPolicy, environment options: TransferOptions, stores: CAStores
     ) {
         // With an evaluator, OpenSSL's check of the chain and the host runs in Courier's
         // certificate check (`TrustContext.decide`), whose verdict libcurl reads as the peer's
@@ -204,17 +204,28 @@ extension Transfer {
         // (`SSL_CERT_FILE`, `SSL_CERT_DIR`) stand for the system's.
         let file = tls.caFile ?? (tls.trustsSystemCAs ? options.environmentCAFile : nil)
         let directory = tls.caDirectory ?? (tls.trustsSystemCAs ? options.environmentCADirectory : nil)
-        if let file {
-            courier_easy_setopt_string(easy, CURLOPT_CAINFO, file)
-        } else if !tls.trustsSystemCAs {
+        if let store = stores.store(for: tls, options: options),
+            courier_easy_set_ca_store(easy, store.pointer) == CURLE_OK
+        {
+            // The same trust, parsed once for the session (see `CAStores`): no file for libcurl
+            // to parse (or, where NULL brings its own file back, one certificate), and the
+            // store's name where libcurl compares it.
             courier_easy_setopt_pointer(easy, CURLOPT_CAINFO, nil)
-        }
-        if let directory {
-            courier_easy_setopt_string(easy, CURLOPT_CAPATH, directory)
-        } else if !tls.trustsSystemCAs || (file == nil && CurlRuntime.systemCAFile != nil) {
-            // Only the system's trust: its bundle file alone, so that libcurl parses it once per
-            // session rather than once per connection (see `CurlRuntime.systemCAFile`).
-            courier_easy_setopt_pointer(easy, CURLOPT_CAPATH, nil)
+            if CurlRuntime.restoresBuiltinCALocations { courier_easy_set_placeholder_ca(easy) }
+            courier_easy_setopt_string(easy, CURLOPT_CAPATH, store.name)
+        } else {
+            if let file {
+                courier_easy_setopt_string(easy, CURLOPT_CAINFO, file)
+            } else if !tls.trustsSystemCAs {
+                courier_easy_setopt_pointer(easy, CURLOPT_CAINFO, nil)
+            }
+            if let directory {
+                courier_easy_setopt_string(easy, CURLOPT_CAPATH, directory)
+            } else if !tls.trustsSystemCAs || (file == nil && CurlRuntime.systemCAFile != nil) {
+                // Only the system's trust: its bundle file alone, so that libcurl parses it once
+                // per session rather than once per connection (see `CurlRuntime.systemCAFile`).
+                courier_easy_setopt_pointer(easy, CURLOPT_CAPATH, nil)
+            }
         }
         if tls.minimum != nil || tls.maximum != nil {
             let minimum = tls.minimum?.curlValue ?? Int(CURL_SSLVERSION_DEFAULT)

@@ -114,4 +114,48 @@ import Testing
         #expect(AddressOverrideLists.connectLine(connect) == "api.test:80:10.0.0.1:8080")
         #expect(AddressOverrideLists.resolveLine(connect) == nil)
     }
+
+    // MARK: Shared CA stores
+
+    /// Which trust gets a store parsed once for the session, and which stays libcurl's to
+    /// build for each connection. The store's effect on connections is tested against a TLS
+    /// server (`TLSTests.aSessionReadsItsCAFileOnce`).
+    @Test(.enabled(if: CAStores.isAvailable, "libcurl does TLS with OpenSSL"))
+    func aTrustConfigurationGetsOneStoreWhereOpenSSLDoesTLS() throws {
+        let stores = CAStores()
+        defer { stores.release() }
+        let options = TransferOptions()
+        // The system's trust alone: its bundle, once.
+        let system = try #require(stores.store(for: TLSPolicy(), options: options))
+        #expect(stores.store(for: TLSPolicy(), options: options)?.name == system.name)
+        // A file instead of the system's: another store.
+        let bundle = FileManager.default.temporaryDirectory.appendingPathComponent("stores-\(UUID().uuidString).pem")
+        try Data(contentsOf: URL(fileURLWithPath: try #require(CurlRuntime.systemCABundle))).write(to: bundle)
+        defer { try? FileManager.default.removeItem(at: bundle) }
+        var instead = TLSPolicy()
+        instead.caFile = bundle.path
+        instead.trustsSystemCAs = false
+        let other = try #require(stores.store(for: instead, options: options))
+        #expect(other.name != system.name)
+        // A file that does not load: libcurl's to report.
+        var missing = instead
+        missing.caFile = bundle.path + ".missing"
+        #expect(stores.store(for: missing, options: options) == nil)
+        // An evaluator, no verification, nothing trusted: libcurl's stores.
+        var evaluated = TLSPolicy()
+        evaluated.evaluator = ServerTrustEvaluator { _ in true }
+        var unverified = TLSPolicy()
+        unverified.verifies = false
+        var nothing = TLSPolicy()
+        nothing.trustsSystemCAs = false
+        for policy in [evaluated, unverified, nothing] {
+            #expect(stores.store(for: policy, options: options) == nil)
+        }
+        // Through an HTTPS proxy (libcurl 8 would hand the proxy's handshake the same store).
+        var proxied = TransferOptions()
+        proxied.proxy = "https://proxy.test:3128"
+        #expect(stores.store(for: TLSPolicy(), options: proxied) == nil)
+        proxied.proxy = "http://proxy.test:3128"
+        #expect(stores.store(for: TLSPolicy(), options: proxied)?.name == system.name)
+    }
 }

@@ -155,10 +155,12 @@ import Testing
             await withUnsafeContinuation { (_: UnsafeContinuation<Void, Never>) in }
             return nil
         }
+        // Two seconds: time for the 401 to arrive first on a loaded machine (at 500 ms, the
+        // parallel suite once spent it all on the connection).
         let error = await capturedError {
             _ = try await api.GET(
                 "private/handler-\(UUID().uuidString.prefix(8))",
-                options: RequestOptions(resourceTimeout: .milliseconds(500)), serializer: DataResponseSerializer())
+                options: RequestOptions(resourceTimeout: .seconds(2)), serializer: DataResponseSerializer())
         }
         let message = try #require(timedOutMessage(error), "\(String(describing: error))")
         #expect(message.contains("credential"))

@@ -93,6 +93,47 @@ import Testing
         #expect(refused?.contains("not signed by a trusted certificate authority") == true)
     }
 
+    /// A session reads a CA file once, when its first TLS connection opens, and verifies every
+    /// later connection against what it read: the file rewritten to hold another CA changes
+    /// nothing for the session's new connections, and a new session reads it anew. (libcurl
+    /// alone would read the file again for every new connection, with the system's directory
+    /// beside it, with 7.76 and with 8.21.) Where libcurl does not do TLS with OpenSSL, libcurl
+    /// reads it, and only the new session's refusal is checked.
+    ///
+    /// The second request names the server by its address: a new connection and a full
+    /// handshake, with no TLS session of the first connection's to resume.
+    @Test(arguments: [true, false]) func aSessionReadsItsCAFileOnce(besideTheSystems: Bool) async throws {
+        let servers = try await TestServers.tls()
+        let url = Self.hello(servers, "valid")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ca-once-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("ca.pem")
+        try Data(contentsOf: servers.ca1).write(to: file)
+        let configure: (inout HTTPSessionConfiguration) -> Void = { configuration in
+            if besideTheSystems {
+                configuration.tls.certificateAuthorityFile = file
+            } else {
+                configuration.certificateAuthorityBundle = file
+            }
+        }
+        let api = Self.manager(configure)
+        #expect(try await Self.text(api, url) == "hello\n")
+        try Data(contentsOf: servers.ca2).write(to: file, options: .atomic)
+        // Beside the system's, the store holds libcurl's own CA directory too, which libcurl
+        // names from 7.84 on; before, libcurl reads the file for every connection as it did.
+        if CAStores.isAvailable && (!besideTheSystems || CurlRuntime.versionNumber >= 0x07_54_00) {
+            var components = try #require(URLComponents(url: url, resolvingAgainstBaseURL: false))
+            components.host = "127.0.0.1"
+            let address = try #require(components.url)
+            let again = try await api.request(.get, address.absoluteString, serializer: StringResponseSerializer())
+            #expect(again.value == "hello\n")
+            #expect(!again.metrics.reusedConnection)
+        }
+        let refused = await Self.tlsMessage { _ = try await Self.text(Self.manager(configure), url) }
+        #expect(refused?.contains("not signed by a trusted certificate authority") == true)
+    }
+
     @Test(arguments: [
         ("expired", "localhost's certificate has expired"),
         ("wronghost", "localhost's certificate is for another host name"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import statistics
@@ -31,7 +32,13 @@ class Facts:
 
     @functools.cached_property
     def libcurl(self) -> str:
-        return run_text(["curl-config", "--version"]) or "libcurl"
+        """The libcurl the clients load (LD_LIBRARY_PATH counts), as its curl_version() names it."""
+        try:
+            library = ctypes.CDLL("libcurl.so.4")
+            library.curl_version.restype = ctypes.c_char_p
+            return library.curl_version().decode().split()[0].replace("/", " ")
+        except (OSError, AttributeError):
+            return run_text(["curl-config", "--version"]) or "libcurl"
 
     @functools.cached_property
     def swift(self) -> str:

@@ -201,6 +201,19 @@ static inline const char *courier_builtin_ca_file(CURL *easy) {
     return NULL;
 }
 
+/// libcurl's built-in CA directory (CURLINFO_CAPATH, 7.84.0); NULL when it has none. Whether
+/// it could say: false before 7.84.
+static inline bool courier_builtin_ca_path(CURL *easy, const char **path) {
+    *path = NULL;
+#if LIBCURL_VERSION_NUM >= 0x075400
+    if (courier_libcurl_at_least(0x075400)) {
+        return curl_easy_getinfo(easy, CURLINFO_CAPATH, path) == CURLE_OK;
+    }
+#endif
+    (void)easy;
+    return false;
+}
+
 /// CURLOPT_MAXLIFETIME_CONN (7.80.0): an idle connection opened more than `seconds` ago is
 /// not reused. Whether the library has it (before 7.80 nothing is set).
 static inline bool courier_easy_set_maximum_connection_lifetime(CURL *easy, long seconds) {
@@ -410,5 +423,26 @@ int courier_trust_certificate(void *store, int index, unsigned char *buffer, int
 
 /// SHA-256 of `count` bytes, with the OpenSSL libcurl uses; false without it.
 bool courier_trust_sha256(const void *data, size_t count, unsigned char digest[32]);
+
+// MARK: - Shared CA stores (shim.c; OpenSSL's functions found at run time)
+
+/// A CA store (an OpenSSL `X509_STORE`) with the certificates of `file` and the directory
+/// lookup of `directory` (either may be NULL, not both) and, when `revocation_list` is not
+/// NULL, its CRLs, with the flags libcurl sets on its own stores; NULL when OpenSSL's
+/// functions are not in the process or a file does not load.
+void *courier_ca_store_new(const char *file, const char *directory, const char *revocation_list);
+
+/// Releases the caller's reference to a store from `courier_ca_store_new` (connections that
+/// hold it keep theirs).
+void courier_ca_store_free(void *store);
+
+/// Makes every connection `easy` opens from now on use `store` in place of the one libcurl
+/// builds (CURLOPT_SSL_CTX_FUNCTION); fails with a libcurl whose TLS library has no SSL_CTX.
+CURLcode courier_easy_set_ca_store(CURL *easy, void *store);
+
+/// Sets a CA blob (CURLOPT_CAINFO_BLOB, 7.77.0) of one certificate that no one holds the key of,
+/// for libcurl to parse in place of its built-in CA file while a shared store replaces its
+/// own; CURLE_NOT_BUILT_IN before 7.77.
+CURLcode courier_easy_set_placeholder_ca(CURL *easy);
 
 #endif

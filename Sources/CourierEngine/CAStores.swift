@@ -1,0 +1,117 @@
+import CCurlShim
+@_spi(CourierInternals) import CourierCore
+import CourierTransport
+import Foundation
+
+/// The CA stores of a session's TLS connections: each trust configuration's CA file parsed
+/// once, and the parsed store handed to every new connection.
+///
+/// libcurl's OpenSSL backend builds a store for each new connection and parses its CA file
+/// into it, unless it kept one for the multi handle: from 7.87 on, and only when no CA
+/// directory is set (and the 8.21 build here parses again anyway). Debian's bundle is about
+/// 140 certificates: 20 to 50 ms of CPU for every new connection otherwise. So where OpenSSL
+/// does libcurl's TLS, the engine parses the file into a store of its own once and installs it
+/// in each connection's `SSL_CTX` (`courier_easy_set_ca_store`), and libcurl gets no CA file
+/// and, as its CA directory, the store's name: a path that does not exist, which libcurl only
+/// compares (connections and TLS sessions are matched to requests by it, so a request never
+/// reuses a connection verified against another store) and adds as a lookup to the store that
+/// the shared one then replaces.
+///
+/// A revocation list is loaded into the store with the CA file, and the store checks every
+/// certificate of a chain against it, as libcurl's would.
+///
+/// Not used (libcurl builds its stores as before) with another TLS library, with a trust
+/// evaluator (`TrustContext` installs its own check), for requests that may go through an
+/// HTTPS proxy (libcurl 8 hands the proxy's `SSL_CTX` to the same callback), when a file does
+/// not load (libcurl reports it), and when libcurl's own file or directory is part of the
+/// trust and it cannot name them (before 7.84).
+final class CAStores: @unchecked Sendable {
+    /// One parsed store: the `X509_STORE` and the name libcurl knows it by.
+    struct Store: @unchecked Sendable {
+        let pointer: UnsafeMutableRawPointer
+        let name: String
+    }
+
+    private struct Key: Hashable {
+        let file: String?
+        let directory: String?
+        var revocationList: String?
+    }
+
+    /// The stores made so far (nil: the configuration's file did not load).
+    private let stores = Locked<[Key: Store?]>([:])
+    private static let serial = Locked(0)
+
+    /// Whether shared stores can be used at all: libcurl does TLS with OpenSSL itself.
+    static let isAvailable =
+        CurlRuntime.tlsLibrary == .openSSL
+        && String(cString: courier_libcurl_ssl_version()).lowercased().hasPrefix("openssl")
+
+    /// The store for the trust of `tls` (with `options`' environment), made the first time;
+    /// nil where libcurl builds its own (see the type's description).
+    func store(for tls: TLSPolicy, options: TransferOptions) -> Store? {
+        guard Self.isAvailable, tls.verifies, tls.evaluator == nil, !Self.mayUseHTTPSProxy(options),
+            var key = Self.key(for: tls, options: options)
+        else { return nil }
+        key.revocationList = tls.revocationListFile
+        if let known = stores.withLock({ $0[key] }) { return known }
+        // Parsed outside the lock (tens of milliseconds); two engines that race parse twice and
+        // keep the first.
+        let made = courier_ca_store_new(key.file, key.directory, key.revocationList).map { pointer in
+            Store(pointer: pointer, name: "courier-ca-store-\(Self.serial.withLock { $0 += 1; return $0 })")
+        }
+        return stores.withLock { stores in
+            if let first = stores[key] {
+                if let made { courier_ca_store_free(made.pointer) }
+                return first
+            }
+            stores[key] = made
+            return made
+        }
+    }
+
+    /// Releases the stores (the session's last engine has ended; connections that are still
+    /// somewhere keep their own references).
+    func release() {
+        stores.withLock { stores in
+            for case let store? in stores.values { courier_ca_store_free(store.pointer) }
+            stores.removeAll()
+        }
+    }
+
+    /// The file and directory libcurl would trust for `tls`: what `Transfer.configureTLS`
+    /// would set, with libcurl's built-in ones where it leaves them (nil when it cannot name
+    /// them).
+    private static func key(for tls: TLSPolicy, options: TransferOptions) -> Key? {
+        let file = tls.caFile ?? (tls.trustsSystemCAs ? options.environmentCAFile : nil)
+        let directory = tls.caDirectory ?? (tls.trustsSystemCAs ? options.environmentCADirectory : nil)
+        guard tls.trustsSystemCAs else {
+            return file == nil && directory == nil ? nil : Key(file: file, directory: directory)
+        }
+        if file == nil && directory == nil {
+            // The system's trust alone: its bundle (see `CurlRuntime.systemCAFile`).
+            return CurlRuntime.systemCABundle.map { Key(file: $0, directory: nil) }
+        }
+        // Beside libcurl's own file or directory, which it names from 7.84 on.
+        guard let builtinDirectory = CurlRuntime.builtinCADirectory else { return nil }
+        if file == nil {
+            guard let systemFile = CurlRuntime.systemCAFile else { return nil }
+            return Key(file: systemFile, directory: directory)
+        }
+        return Key(file: file, directory: directory ?? builtinDirectory)
+    }
+
+    /// Whether libcurl may send the request through an HTTPS proxy: one that is set, or one
+    /// libcurl reads from the environment itself.
+    private static func mayUseHTTPSProxy(_ options: TransferOptions) -> Bool {
+        if let proxy = options.proxy { return proxy.lowercased().hasPrefix("https://") }
+        return !options.bypassesProxies && environmentNamesHTTPSProxy
+    }
+
+    private static let environmentNamesHTTPSProxy: Bool = {
+        let environment = ProcessInfo.processInfo.environment
+        return ["https_proxy", "HTTPS_PROXY", "http_proxy", "all_proxy", "ALL_PROXY"].contains {
+            environment[$0]?.lowercased().hasPrefix("https://") == true
+        }
+    }()
+}
