@@ -296,13 +296,19 @@ static int courier_trust_verify(void *store, void *context) {
 }
 
 /* CURLOPT_SSL_CTX_FUNCTION: the connection's SSL_CTX gets the check, and keeps the context. */
+static CURLcode courier_ca_store_ssl_ctx(CURL *easy, void *ssl_ctx, void *store);
+
 static CURLcode courier_trust_ssl_ctx(CURL *easy, void *ssl_ctx, void *context) {
-    (void)easy;
     if (!context || !courier_trust_available()) return CURLE_SSL_CERTPROBLEM;
     courier_trust.retain(context);
     if (courier_openssl.ctx_set_ex_data(ssl_ctx, courier_trust_ex_index, context) != 1) {
         courier_trust.release(context);
         return CURLE_SSL_CERTPROBLEM;
+    }
+    void *store = courier_trust.ca_store ? courier_trust.ca_store(context) : NULL;
+    if (store) {
+        CURLcode code = courier_ca_store_ssl_ctx(easy, ssl_ctx, store);
+        if (code != CURLE_OK) return code;
     }
     courier_openssl.set_cert_verify_callback(ssl_ctx, courier_trust_verify, context);
     /* The context names the host of the transfer that opened the connection: no
@@ -397,13 +403,17 @@ static void courier_stores_load(void) {
     courier_all_found(&courier_stores, sizeof courier_stores);
 }
 
-void *courier_ca_store_new(const char *file, const char *directory, const char *revocation_list) {
+void *courier_ca_store_new(const char *file, const char *directory, const char *revocation_list, const char *name) {
     pthread_once(&courier_stores_once, courier_stores_load);
     if (!courier_stores.store_new || (!file && !directory)) return NULL;
     void *store = courier_stores.store_new();
     if (!store) return NULL;
-    /* A PEM file's certificates and CRLs both load (X509_load_cert_crl_file). */
+    /* A PEM file's certificates and CRLs both load (X509_load_cert_crl_file). The name, as a
+     * directory lookup, is there before libcurl 7.88 to 8.2 adds it: they set a connection's
+     * store up after the SSL_CTX callback, so into this one, and then find the lookup present
+     * and change nothing (it names no directory that can exist). */
     if (courier_stores.store_load_locations(store, file, directory) != 1
+        || courier_stores.store_load_locations(store, NULL, name) != 1
         || (revocation_list && courier_stores.store_load_locations(store, revocation_list, NULL) != 1)) {
         courier_stores.store_free(store);
         courier_stores.clear_error();

@@ -12,17 +12,21 @@ import Foundation
 /// 140 certificates: 20 to 50 ms of CPU for every new connection otherwise. So where OpenSSL
 /// does libcurl's TLS, the engine parses the file into a store of its own once and installs it
 /// in each connection's `SSL_CTX` (`courier_easy_set_ca_store`), and libcurl gets no CA file
-/// and, as its CA directory, the store's name: a path that does not exist, which libcurl only
-/// compares (connections and TLS sessions are matched to requests by it, so a request never
-/// reuses a connection verified against another store) and adds as a lookup to the store that
-/// the shared one then replaces.
+/// and, as its CA directory, the store's name: a path under `/dev/null`, so no directory that
+/// can exist, which libcurl compares (connections and TLS sessions are matched to requests by
+/// it, so a request never reuses a connection verified against another store) and adds as a
+/// lookup to the store it sets up. From 7.88 to 8.2 libcurl sets a connection's store up after
+/// the `SSL_CTX` callback, so into the shared one: that store has the lookup from the start,
+/// with the flags libcurl sets, and libcurl finds them there and adds nothing.
 ///
 /// A revocation list is loaded into the store with the CA file, and the store checks every
 /// certificate of a chain against it, as libcurl's would.
 ///
-/// Not used (libcurl builds its stores as before) with another TLS library, with a trust
-/// evaluator (`TrustContext` installs its own check), for requests that may go through an
-/// HTTPS proxy (libcurl 8 hands the proxy's `SSL_CTX` to the same callback), when a file does
+/// With a server trust evaluator, the evaluator's check (`TrustContext`) installs the store
+/// together with itself, and OpenSSL's verification that the evaluator sees uses it.
+///
+/// Not used (libcurl builds its stores as before) with another TLS library, for requests that
+/// may go through an HTTPS proxy (libcurl 8 hands the proxy's `SSL_CTX` to the same callback), when a file does
 /// not load (libcurl reports it), and when libcurl's own file or directory is part of the
 /// trust and it cannot name them (before 7.84).
 final class CAStores: @unchecked Sendable {
@@ -50,15 +54,16 @@ final class CAStores: @unchecked Sendable {
     /// The store for the trust of `tls` (with `options`' environment), made the first time;
     /// nil where libcurl builds its own (see the type's description).
     func store(for tls: TLSPolicy, options: TransferOptions) -> Store? {
-        guard Self.isAvailable, tls.verifies, tls.evaluator == nil, !Self.mayUseHTTPSProxy(options),
+        guard Self.isAvailable, tls.verifies || tls.evaluator != nil, !Self.mayUseHTTPSProxy(options),
             var key = Self.key(for: tls, options: options)
         else { return nil }
         key.revocationList = tls.revocationListFile
         if let known = stores.withLock({ $0[key] }) { return known }
         // Parsed outside the lock (tens of milliseconds); two engines that race parse twice and
         // keep the first.
-        let made = courier_ca_store_new(key.file, key.directory, key.revocationList).map { pointer in
-            Store(pointer: pointer, name: "courier-ca-store-\(Self.serial.withLock { $0 += 1; return $0 })")
+        let name = "/dev/null/courier-ca-store-\(Self.serial.withLock { $0 += 1; return $0 })"
+        let made = courier_ca_store_new(key.file, key.directory, key.revocationList, name).map {
+            Store(pointer: $0, name: name)
         }
         return stores.withLock { stores in
             if let first = stores[key] {

@@ -59,7 +59,8 @@ extension Transfer {
         // counts decoded bytes after. (Not libcurl's CURLOPT_MAXFILESIZE_LARGE: it would fail
         // a redirect that declares a long body too, before Courier could follow it.)
         Self.configurePins(easy, tls.pins, url: current.url)
-        trustContext = try Self.configureTrust(easy, tls, url: current.url)
+        trustContext = try Self.configureTrust(
+            easy, tls, url: current.url, stores: engine.shares.caStores, options: options)
         try configureMethodAndBody(easy)
         courier_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, prepared.headers.list)
         // libcurl answers a challenge itself (a 401 or 407, then a second request for Digest
@@ -204,8 +205,9 @@ extension Transfer {
         // (`SSL_CERT_FILE`, `SSL_CERT_DIR`) stand for the system's.
         let file = tls.caFile ?? (tls.trustsSystemCAs ? options.environmentCAFile : nil)
         let directory = tls.caDirectory ?? (tls.trustsSystemCAs ? options.environmentCADirectory : nil)
+        // With an evaluator, its check installs the store (`configureTrust`).
         if let store = stores.store(for: tls, options: options),
-            courier_easy_set_ca_store(easy, store.pointer) == CURLE_OK
+            tls.evaluator != nil || courier_easy_set_ca_store(easy, store.pointer) == CURLE_OK
         {
             // The same trust, parsed once for the session (see `CAStores`): no file for libcurl
             // to parse (or, where NULL brings its own file back, one certificate), and the
@@ -214,6 +216,9 @@ extension Transfer {
             if CurlRuntime.restoresBuiltinCALocations { courier_easy_set_placeholder_ca(easy) }
             courier_easy_setopt_string(easy, CURLOPT_CAPATH, store.name)
         } else {
+            // No shared store's callback left from an earlier hop of this handle (an evaluator's
+            // is set again by `configureTrust`).
+            courier_easy_set_trust_context(easy, nil)
             if let file {
                 courier_easy_setopt_string(easy, CURLOPT_CAINFO, file)
             } else if !tls.trustsSystemCAs {
@@ -246,9 +251,11 @@ extension Transfer {
     }
 
     /// The server trust evaluation of this hop's new connections, when `tls` has an evaluator
-    /// (set on every hop: the context names the hop's host).
+    /// (set on every hop: the context names the hop's host), with the session's shared CA store
+    /// for `tls` when there is one (the one `configureTLS` chose).
     static func configureTrust(
-        _ easy: UnsafeMutableRawPointer, _ tls: TLSPolicy, url: @autoclosure () -> URL?
+        _ easy: UnsafeMutableRawPointer, _ tls: TLSPolicy, url: @autoclosure () -> URL?,
+        stores: CAStores, options: TransferOptions
     ) throws(CourierError) -> TrustContext? {
         guard let evaluator = tls.evaluator else { return nil }
         guard TrustContext.isAvailable else {
@@ -259,7 +266,8 @@ extension Transfer {
                         "A server trust evaluator needs libcurl built with OpenSSL; this one uses \(String(cString: courier_libcurl_ssl_version()))"
                 ))
         }
-        let context = TrustContext(evaluator: evaluator, host: HostName.of(url()) ?? "")
+        let context = TrustContext(
+            evaluator: evaluator, host: HostName.of(url()) ?? "", caStore: stores.store(for: tls, options: options))
         courier_easy_set_trust_context(easy, Unmanaged.passUnretained(context).toOpaque())
         return context
     }

@@ -9,13 +9,17 @@ import Foundation
 final class TrustContext: @unchecked Sendable {
     let evaluator: ServerTrustEvaluator
     let host: String
+    /// The session's shared CA store the connection verifies against (`CAStores`), or nil for
+    /// the one libcurl builds.
+    let caStore: CAStores.Store?
     /// Why the evaluator refused the last chain it saw. Written and read on the engine thread
     /// (the handshake runs there, inside `curl_multi_socket_action`).
     var refusal: String?
 
-    init(evaluator: ServerTrustEvaluator, host: String) {
+    init(evaluator: ServerTrustEvaluator, host: String, caStore: CAStores.Store?) {
         self.evaluator = evaluator
         self.host = host
+        self.caStore = caStore
     }
 
     /// Whether evaluators can run here: libcurl does TLS with OpenSSL and the check's functions
@@ -23,7 +27,8 @@ final class TrustContext: @unchecked Sendable {
     static let isAvailable: Bool = {
         guard courier_trust_available() else { return false }
         courier_trust_set_hooks(
-            courier_trust_hooks(decide: trustDecide, retain: trustRetain, release: trustRelease))
+            courier_trust_hooks(
+                decide: trustDecide, retain: trustRetain, release: trustRelease, ca_store: trustCAStore))
         return true
     }()
 
@@ -88,4 +93,9 @@ private func trustRetain(_ context: UnsafeMutableRawPointer?) {
 private func trustRelease(_ context: UnsafeMutableRawPointer?) {
     guard let context else { return }
     Unmanaged<TrustContext>.fromOpaque(context).release()
+}
+
+private func trustCAStore(_ context: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    guard let context else { return nil }
+    return Unmanaged<TrustContext>.fromOpaque(context).takeUnretainedValue().caStore?.pointer
 }

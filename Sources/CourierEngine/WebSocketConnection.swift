@@ -266,7 +266,8 @@ final class WebSocketConnection: WebSocketChannel, EngineDeadline, @unchecked Se
         courier_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         Transfer.configurePins(easy, tls.pins, url: request.url)
         do {
-            trustContext = try Transfer.configureTrust(easy, tls, url: request.url)
+            trustContext = try Transfer.configureTrust(
+                easy, tls, url: request.url, stores: engine.shares.caStores, options: options)
         } catch {
             finish(.failure(error))
             return

@@ -141,14 +141,16 @@ import Testing
         var missing = instead
         missing.caFile = bundle.path + ".missing"
         #expect(stores.store(for: missing, options: options) == nil)
-        // An evaluator, no verification, nothing trusted: libcurl's stores.
+        // An evaluator checks against the same store (its check installs it).
         var evaluated = TLSPolicy()
         evaluated.evaluator = ServerTrustEvaluator { _ in true }
+        #expect(stores.store(for: evaluated, options: options)?.name == system.name)
+        // No verification, nothing trusted: libcurl's stores.
         var unverified = TLSPolicy()
         unverified.verifies = false
         var nothing = TLSPolicy()
         nothing.trustsSystemCAs = false
-        for policy in [evaluated, unverified, nothing] {
+        for policy in [unverified, nothing] {
             #expect(stores.store(for: policy, options: options) == nil)
         }
         // Through an HTTPS proxy (libcurl 8 would hand the proxy's handshake the same store).

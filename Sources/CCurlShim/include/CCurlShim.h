@@ -386,11 +386,14 @@ char *courier_curl_strdup(const char *string);
 
 /// What the certificate check calls back into: `decide` gets the verification's X509_STORE_CTX
 /// and the transfer's context, and returns 1 to accept the chain, 0 to refuse it; `retain` and
-/// `release` keep the context alive as long as a connection's SSL_CTX holds it.
+/// `release` keep the context alive as long as a connection's SSL_CTX holds it; `ca_store`
+/// names the shared CA store (`courier_ca_store_new`) the connection verifies against, or NULL
+/// for libcurl's own.
 typedef struct {
     int (*decide)(void *store, void *context);
     void (*retain)(void *context);
     void (*release)(void *context);
+    void *(*ca_store)(void *context);
 } courier_trust_hooks;
 
 /// Whether the process's libcurl does TLS with OpenSSL (1.1.1 or later) and every function the
@@ -428,9 +431,10 @@ bool courier_trust_sha256(const void *data, size_t count, unsigned char digest[3
 
 /// A CA store (an OpenSSL `X509_STORE`) with the certificates of `file` and the directory
 /// lookup of `directory` (either may be NULL, not both) and, when `revocation_list` is not
-/// NULL, its CRLs, with the flags libcurl sets on its own stores; NULL when OpenSSL's
-/// functions are not in the process or a file does not load.
-void *courier_ca_store_new(const char *file, const char *directory, const char *revocation_list);
+/// NULL, its CRLs, with the flags libcurl sets on its own stores; `name`, the CURLOPT_CAPATH
+/// libcurl gets for it, is added as a directory lookup too. NULL when OpenSSL's functions are
+/// not in the process or a file does not load.
+void *courier_ca_store_new(const char *file, const char *directory, const char *revocation_list, const char *name);
 
 /// Releases the caller's reference to a store from `courier_ca_store_new` (connections that
 /// hold it keep theirs).
