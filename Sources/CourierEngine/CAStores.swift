@@ -26,9 +26,9 @@ import Foundation
 /// together with itself, and OpenSSL's verification that the evaluator sees uses it.
 ///
 /// Not used (libcurl builds its stores as before) with another TLS library, for requests that
-/// may go through an HTTPS proxy (libcurl 8 hands the proxy's `SSL_CTX` to the same callback), when a file does
-/// not load (libcurl reports it), and when libcurl's own file or directory is part of the
-/// trust and it cannot name them (before 7.84).
+/// may go through an HTTPS proxy (libcurl 8 hands the proxy's `SSL_CTX` to the same
+/// callback), when a file does not load (libcurl reports it), and when libcurl's own file or
+/// directory is part of the trust and it cannot name them (before 7.84).
 final class CAStores: @unchecked Sendable {
     /// One parsed store: the `X509_STORE` and the name libcurl knows it by.
     struct Store: @unchecked Sendable {

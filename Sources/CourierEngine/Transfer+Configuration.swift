@@ -219,17 +219,25 @@ extension Transfer {
             // No shared store's callback left from an earlier hop of this handle (an evaluator's
             // is set again by `configureTrust`).
             courier_easy_set_trust_context(easy, nil)
+            // "None" is NULL, except where libcurl puts its built-in file or directory back
+            // for NULL (see `CurlRuntime.restoresBuiltinCALocations`): there, a file of one
+            // certificate nobody has the key of, and a directory that cannot exist.
             if let file {
                 courier_easy_setopt_string(easy, CURLOPT_CAINFO, file)
             } else if !tls.trustsSystemCAs {
                 courier_easy_setopt_pointer(easy, CURLOPT_CAINFO, nil)
+                if CurlRuntime.restoresBuiltinCALocations { courier_easy_set_placeholder_ca(easy) }
             }
             if let directory {
                 courier_easy_setopt_string(easy, CURLOPT_CAPATH, directory)
             } else if !tls.trustsSystemCAs || (file == nil && CurlRuntime.systemCAFile != nil) {
                 // Only the system's trust: its bundle file alone, so that libcurl parses it once
                 // per session rather than once per connection (see `CurlRuntime.systemCAFile`).
-                courier_easy_setopt_pointer(easy, CURLOPT_CAPATH, nil)
+                if CurlRuntime.restoresBuiltinCALocations {
+                    courier_easy_setopt_string(easy, CURLOPT_CAPATH, "/dev/null/courier-no-ca-directory")
+                } else {
+                    courier_easy_setopt_pointer(easy, CURLOPT_CAPATH, nil)
+                }
             }
         }
         if tls.minimum != nil || tls.maximum != nil {

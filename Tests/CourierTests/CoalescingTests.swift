@@ -18,9 +18,10 @@ import Testing
         _ = try await faultManager().request(.get, "release/\(name)", serializer: anyStatus)
     }
 
-    /// Waits until `count` calls wait in the session's shared transfers (10 s at most).
+    /// Waits until `count` calls wait in the session's shared transfers (30 s at most: the
+    /// parallel suite once kept a hundred child tasks from all starting within 10).
     private func waitForMembers(_ api: HTTPSessionManager, _ count: Int) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(30)
         while api.pipeline.coalescing.waiting.members < count, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
         }

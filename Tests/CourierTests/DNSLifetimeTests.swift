@@ -3,17 +3,6 @@ import Testing
 
 @testable import Courier
 
-/// Whether this process may make a mount namespace (`unshare -m`: root, or CAP_SYS_ADMIN).
-private let canMakeMountNamespaces: Bool = {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
-    process.arguments = ["-m", "true"]
-    process.standardError = FileHandle.nullDevice
-    guard (try? process.run()) != nil else { return false }
-    process.waitUntilExit()
-    return process.terminationStatus == 0
-}()
-
 /// `dnsCacheLifetime`, against a resolver the test controls: CourierTestHelper runs in a
 /// mount namespace of its own (`unshare -m`) where a file of the test's is bind-mounted over
 /// `/etc/hosts`, which the helper rewrites between two requests (the host moves from 127.0.0.1
@@ -30,10 +19,7 @@ struct DNSLifetimeTests {
         defer { try? FileManager.default.removeItem(at: hosts) }
         let helper = try HelperProcess(
             ["dns-lifetime", String(lifetime), "http://moving.courier.test:\(port)/status/200", hosts.path],
-            launcher: [
-                "/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
-                #"mount --bind "$0" /etc/hosts && exec "$@""#, hosts.path,
-            ])
+            launcher: mountNamespaceLauncher(binding: hosts.path, over: "/etc/hosts"))
         let line = try await helper.line { _ in true }
         #expect(await helper.exitStatus() == 0)
         return line.split(separator: " ").map(String.init)

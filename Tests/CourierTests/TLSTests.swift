@@ -134,6 +134,36 @@ import Testing
         #expect(refused?.contains("not signed by a trusted certificate authority") == true)
     }
 
+    /// Trust "instead of the system's CAs" takes nothing of the system's, and neither does a
+    /// directory alone, however libcurl reads NULL (8.21 puts its built-in file and directory
+    /// back for it). A helper runs where the system's CA directory, `/etc/ssl/certs`, its bundle
+    /// included, holds the test CA: a session trusting the system's accepts the test server
+    /// there (which shows the directory took the system's place), and one trusting the second
+    /// CA instead, or an empty directory alone, refuses it.
+    @Test(.enabled(if: canMakeMountNamespaces && FileManager.default.fileExists(atPath: "/etc/ssl/certs")))
+    func trustInsteadOfTheSystemsTakesNothingOfTheSystems() async throws {
+        let servers = try await TestServers.tls()
+        let url = Self.hello(servers, "valid").absoluteString
+        let files = FileManager.default
+        let root = files.temporaryDirectory.appendingPathComponent("system-ca-\(UUID().uuidString)")
+        defer { try? files.removeItem(at: root) }
+        let certs = root.appendingPathComponent("certs")
+        let empty = root.appendingPathComponent("empty")
+        try files.createDirectory(at: empty, withIntermediateDirectories: true)
+        try files.copyItem(at: servers.caDirectory, to: certs)
+        try files.copyItem(at: servers.ca1, to: certs.appendingPathComponent("ca-certificates.crt"))
+        func outcome(_ mode: String) async throws -> String {
+            let helper = try HelperProcess(
+                ["trust", url, mode], launcher: mountNamespaceLauncher(binding: certs.path, over: "/etc/ssl/certs"))
+            let line = try await helper.line { _ in true }
+            #expect(await helper.exitStatus() == 0, "\(mode)")
+            return line
+        }
+        #expect(try await outcome("system") == "accepted")
+        #expect(try await outcome("instead=\(servers.ca2.path)") == "refused")
+        #expect(try await outcome("only-directory=\(empty.path)") == "refused")
+    }
+
     @Test(arguments: [
         ("expired", "localhost's certificate has expired"),
         ("wronghost", "localhost's certificate is for another host name"),

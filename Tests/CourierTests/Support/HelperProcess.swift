@@ -164,3 +164,24 @@ private final class LineQueue: @unchecked Sendable {
         }
     }
 }
+
+/// Whether this process may make a mount namespace (`unshare -m`: root, or CAP_SYS_ADMIN), for
+/// a helper that sees a file or directory of the test's in place of a system one.
+let canMakeMountNamespaces: Bool = {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
+    process.arguments = ["-m", "true"]
+    process.standardError = FileHandle.nullDevice
+    guard (try? process.run()) != nil else { return false }
+    process.waitUntilExit()
+    return process.terminationStatus == 0
+}()
+
+/// The launcher that runs a helper in a mount namespace of its own where `source` is
+/// bind-mounted over `target`.
+func mountNamespaceLauncher(binding source: String, over target: String) -> [String] {
+    [
+        "/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
+        #"mount --bind "$0" "$1" && shift && exec "$@""#, source, target,
+    ]
+}

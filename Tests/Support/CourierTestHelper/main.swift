@@ -9,6 +9,10 @@
 //   CourierTestHelper get URL [ignoring-environment] [proxy=URL]
 //                                                        (ephemeral session; prints the body;
 //                                                         trustsEnvironment false, a proxy)
+//   CourierTestHelper trust URL system|instead=FILE|only-directory=DIR
+//                                                        (an ephemeral session trusting the
+//                                                         system's CAs, FILE instead, or DIR
+//                                                         alone; prints accepted or refused)
 //   CourierTestHelper openssl-at-exit URL STORAGE CA    (a GET on a default session, then
 //                                                         returns from main; prints whether
 //                                                         OpenSSL's state outlived the exit
@@ -115,6 +119,27 @@ do {
         let api = HTTPSessionManager(configuration: configuration)
         let body = try await api.GET(arguments[1], serializer: StringResponseSerializer())
         say(body.replacingOccurrences(of: "\n", with: " "))
+
+    case "trust":
+        // trust URL system|instead=FILE|only-directory=DIR: GETs URL on an ephemeral session
+        // that trusts the system's CAs, FILE instead of them, or DIR and nothing else; prints
+        // `accepted` or `refused` (a TLS error).
+        var configuration = HTTPSessionConfiguration.ephemeral
+        let mode = arguments[2]
+        if mode.hasPrefix("instead=") {
+            configuration.certificateAuthorityBundle = URL(fileURLWithPath: String(mode.dropFirst(8)))
+        } else if mode.hasPrefix("only-directory=") {
+            configuration.tls.certificateAuthorityDirectory = URL(fileURLWithPath: String(mode.dropFirst(15)))
+            configuration.tls.trustsSystemCertificates = false
+        }
+        let api = HTTPSessionManager(configuration: configuration)
+        do {
+            _ = try await api.GET(arguments[1], serializer: DataResponseSerializer())
+            say("accepted")
+        } catch let error as CourierError {
+            guard case .tls = error else { fail("\(error)") }
+            say("refused")
+        }
 
     case "dns-lifetime":
         // dns-lifetime SECONDS URL HOSTS: GETs URL twice on connections of their own, and
