@@ -295,9 +295,10 @@ static int courier_trust_verify(void *store, void *context) {
     return courier_trust.decide ? courier_trust.decide(store, context) : 0;
 }
 
-/* CURLOPT_SSL_CTX_FUNCTION: the connection's SSL_CTX gets the check, and keeps the context. */
 static CURLcode courier_ca_store_ssl_ctx(CURL *easy, void *ssl_ctx, void *store);
 
+/* CURLOPT_SSL_CTX_FUNCTION: the connection's SSL_CTX gets the check, and keeps the context;
+ * it gets the session's shared CA store too when the context names one. */
 static CURLcode courier_trust_ssl_ctx(CURL *easy, void *ssl_ctx, void *context) {
     if (!context || !courier_trust_available()) return CURLE_SSL_CERTPROBLEM;
     courier_trust.retain(context);
@@ -446,10 +447,11 @@ CURLcode courier_easy_set_ca_store(CURL *easy, void *store) {
     return curl_easy_setopt(easy, CURLOPT_SSL_CTX_DATA, store);
 }
 
-/* A certificate nobody holds the key of (it was made and its key thrown away), as the only one
- * libcurl parses when the shared store replaces its own. 8.21 (not 8.14) puts its built-in CA
- * file back at the start of each transfer when CURLOPT_CAINFO is NULL, and a CA blob is what
- * takes the file's place then. Were the store not installed, nothing would verify. */
+/* A certificate nobody holds the key of (it was made and its key thrown away): the only CA
+ * libcurl loads where Courier means "no CA file", with the shared store in place of libcurl's
+ * or without the system's trust. 8.21 (not 8.14) puts its built-in CA file back at the start
+ * of each transfer when CURLOPT_CAINFO is NULL, and a CA blob is what takes the file's place
+ * then. Were the store not installed, nothing would verify. */
 static const char courier_placeholder_ca[] =
     "-----BEGIN CERTIFICATE-----\n"
     "MIIBwzCCAWmgAwIBAgIUJFQTqB7yfs80ZCxiq0W8boPD83AwCgYIKoZIzj0EAwIw\n"

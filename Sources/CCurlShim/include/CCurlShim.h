@@ -445,8 +445,9 @@ void courier_ca_store_free(void *store);
 CURLcode courier_easy_set_ca_store(CURL *easy, void *store);
 
 /// Sets a CA blob (CURLOPT_CAINFO_BLOB, 7.77.0) of one certificate that no one holds the key of,
-/// for libcurl to parse in place of its built-in CA file while a shared store replaces its
-/// own; CURLE_NOT_BUILT_IN before 7.77.
+/// for libcurl to load in place of its built-in CA file where Courier means "no CA file" (a
+/// shared store replaces libcurl's, or the system's CAs are not trusted); CURLE_NOT_BUILT_IN
+/// before 7.77.
 CURLcode courier_easy_set_placeholder_ca(CURL *easy);
 
 #endif
