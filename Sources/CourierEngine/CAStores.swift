@@ -47,9 +47,7 @@ final class CAStores: @unchecked Sendable {
     private static let serial = Locked(0)
 
     /// Whether shared stores can be used at all: libcurl does TLS with OpenSSL itself.
-    static let isAvailable =
-        CurlRuntime.tlsLibrary == .openSSL
-        && String(cString: courier_libcurl_ssl_version()).lowercased().hasPrefix("openssl")
+    static let isAvailable = String(cString: courier_libcurl_ssl_version()).lowercased().hasPrefix("openssl")
 
     /// The store for the trust of `tls` (with `options`' environment), made the first time;
     /// nil where libcurl builds its own (see the type's description).

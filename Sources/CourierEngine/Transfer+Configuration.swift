@@ -212,8 +212,7 @@ extension Transfer {
             // The same trust, parsed once for the session (see `CAStores`): no file for libcurl
             // to parse (or, where NULL brings its own file back, one certificate), and the
             // store's name where libcurl compares it.
-            courier_easy_setopt_pointer(easy, CURLOPT_CAINFO, nil)
-            if CurlRuntime.restoresBuiltinCALocations { courier_easy_set_placeholder_ca(easy) }
+            setNoCAFile(easy)
             courier_easy_setopt_string(easy, CURLOPT_CAPATH, store.name)
         } else {
             // No shared store's callback left from an earlier hop of this handle (an evaluator's
@@ -225,8 +224,7 @@ extension Transfer {
             if let file {
                 courier_easy_setopt_string(easy, CURLOPT_CAINFO, file)
             } else if !tls.trustsSystemCAs {
-                courier_easy_setopt_pointer(easy, CURLOPT_CAINFO, nil)
-                if CurlRuntime.restoresBuiltinCALocations { courier_easy_set_placeholder_ca(easy) }
+                setNoCAFile(easy)
             }
             if let directory {
                 courier_easy_setopt_string(easy, CURLOPT_CAPATH, directory)
@@ -256,6 +254,14 @@ extension Transfer {
             }
             if let password = identity.password { courier_easy_setopt_string(easy, CURLOPT_KEYPASSWD, password) }
         }
+    }
+
+    /// No CA file for libcurl: NULL, or, where libcurl puts its built-in file back for NULL
+    /// (`CurlRuntime.restoresBuiltinCALocations`), the placeholder CA blob, which takes the
+    /// file's place.
+    private static func setNoCAFile(_ easy: UnsafeMutableRawPointer) {
+        courier_easy_setopt_pointer(easy, CURLOPT_CAINFO, nil)
+        if CurlRuntime.restoresBuiltinCALocations { courier_easy_set_placeholder_ca(easy) }
     }
 
     /// The server trust evaluation of this hop's new connections, when `tls` has an evaluator
