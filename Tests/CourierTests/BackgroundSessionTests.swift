@@ -147,6 +147,71 @@ import Testing
         #expect(try await third.restoredTasks().isEmpty)
     }
 
+    @Test func aSecondManagerThroughALinkToTheSameStorageIsRefused() async throws {
+        let home = try DownloadTests.temporaryDirectory()
+        // Where the test helper's default storage is, with `XDG_CACHE_HOME` set to `home`.
+        let directory = home.appendingPathComponent("CourierTestHelper/courier")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let link = home.appendingPathComponent("link")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: directory)
+        let identifier = Self.uniqueName("linked")
+        let fault = try await TestServers.fault()
+        let first = HTTPSessionManager(baseURL: fault, configuration: Self.configuration(directory, identifier))
+        #expect(try await first.restoredTasks().isEmpty)
+
+        let second = HTTPSessionManager(baseURL: fault, configuration: Self.configuration(link, identifier))
+        let error = await capturedError { _ = try await second.restoredTasks() }
+        #expect(isCourierError(error) { if case .sessionIdentifierInUse = $0 { true } else { false } })
+        // The refusal left the first manager's lock in place for other processes too.
+        let rival = try HelperProcess(
+            ["background-claim", identifier], environment: ["HOME": home.path, "XDG_CACHE_HOME": home.path])
+        #expect(try await rival.line { _ in true }.hasPrefix("in-use "))
+        first.invalidateAndCancel()
+    }
+
+    /// Every process this one spawns shares its open files from its `fork` to its `exec`; a
+    /// child that holds the lock file's open description (here for its whole life: `sleep`,
+    /// given a copy of the descriptor) must not keep a released identifier taken.
+    @Test func aChildProcessHoldingTheLockFileDoesNotKeepAReleasedIdentifier() async throws {
+        let directory = try DownloadTests.temporaryDirectory()
+        let identifier = Self.uniqueName("spawned")
+        let configuration = Self.configuration(directory, identifier)
+        let fault = try await TestServers.fault()
+        let first = HTTPSessionManager(baseURL: fault, configuration: configuration)
+        #expect(try await first.restoredTasks().isEmpty)
+
+        let lockFile = try #require(Self.openDescriptor(endingWith: "/\(identifier)/session.lock"))
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, lockFile, 200)
+        var child: pid_t = 0
+        let words: [String] = ["/bin/sleep", "60"]
+        let argv = words.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        #expect(posix_spawn(&child, "/bin/sleep", &actions, nil, argv, environ) == 0)
+        defer {
+            kill(child, SIGKILL)
+            var status: Int32 = 0
+            waitpid(child, &status, 0)
+        }
+
+        first.invalidateAndCancel()
+        let next = HTTPSessionManager(baseURL: fault, configuration: configuration)
+        #expect(try await next.restoredTasks().isEmpty)
+        // The child is still there, holding its copy.
+        #expect(kill(child, 0) == 0)
+    }
+
+    /// The descriptor of this process whose file's path ends with `suffix`.
+    private static func openDescriptor(endingWith suffix: String) -> Int32? {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return entries.compactMap(Int32.init).first { descriptor in
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(descriptor)"))?
+                .hasSuffix(suffix) == true
+        }
+    }
+
     @Test func dataTasksStreamsAndUploadsFromMemoryAreRefused() async throws {
         let directory = try DownloadTests.temporaryDirectory()
         let api = HTTPSessionManager(
