@@ -404,40 +404,88 @@ static void courier_stores_load(void) {
     courier_all_found(&courier_stores, sizeof courier_stores);
 }
 
+/* A shared store and what it still has to load. The X509_STORE (its directory lookups and
+ * flags) is made with the handle's options, which costs microseconds; its file and CRLs
+ * (tens of milliseconds for a system bundle) are parsed by the first connection that takes
+ * it, so a session that never does TLS parses nothing. */
+typedef struct {
+    void *store;
+    char *file;
+    char *revocation_list;
+    pthread_mutex_t lock;
+    /* 0 until the files are parsed, then 1, or the CURLcode every connection fails with. */
+    int loaded;
+} courier_ca_store;
+
 void *courier_ca_store_new(const char *file, const char *directory, const char *revocation_list, const char *name) {
     pthread_once(&courier_stores_once, courier_stores_load);
     if (!courier_stores.store_new || (!file && !directory)) return NULL;
-    void *store = courier_stores.store_new();
-    if (!store) return NULL;
-    /* A PEM file's certificates and CRLs both load (X509_load_cert_crl_file). The name, as a
-     * directory lookup, is there before libcurl 7.88 to 8.2 adds it: they set a connection's
-     * store up after the SSL_CTX callback, so into this one, and then find the lookup present
-     * and change nothing (it names no directory that can exist). */
-    if (courier_stores.store_load_locations(store, file, directory) != 1
-        || courier_stores.store_load_locations(store, NULL, name) != 1
-        || (revocation_list && courier_stores.store_load_locations(store, revocation_list, NULL) != 1)) {
-        courier_stores.store_free(store);
-        courier_stores.clear_error();
+    /* A file that cannot be read is libcurl's to report (it is given the file then). */
+    if ((file && access(file, R_OK) != 0) || (revocation_list && access(revocation_list, R_OK) != 0)) return NULL;
+    courier_ca_store *shared = calloc(1, sizeof *shared);
+    if (!shared) return NULL;
+    pthread_mutex_init(&shared->lock, NULL);
+    shared->store = courier_stores.store_new();
+    shared->file = file ? strdup(file) : NULL;
+    shared->revocation_list = revocation_list ? strdup(revocation_list) : NULL;
+    /* The name, as a directory lookup, is there before libcurl 7.88 to 8.2 adds it: they set a
+     * connection's store up after the SSL_CTX callback, so into this one, and then find the
+     * lookup present and change nothing (it names no directory that can exist). */
+    if (!shared->store || (file && !shared->file) || (revocation_list && !shared->revocation_list)
+        || (directory && courier_stores.store_load_locations(shared->store, NULL, directory) != 1)
+        || courier_stores.store_load_locations(shared->store, NULL, name) != 1) {
+        courier_ca_store_free(shared);
+        if (courier_stores.clear_error) courier_stores.clear_error();
         return NULL;
     }
     /* The flags libcurl sets on the stores it builds (7.68 on): the trusted store's issuers
      * first (X509_V_FLAG_TRUSTED_FIRST); with a revocation list, every certificate of the chain
      * checked against it (X509_V_FLAG_CRL_CHECK, X509_V_FLAG_CRL_CHECK_ALL); without one, a
      * trusted certificate that is not a root ends the chain (X509_V_FLAG_PARTIAL_CHAIN). */
-    courier_stores.store_set_flags(store, revocation_list ? 0x8000UL | 0x4UL | 0x8UL : 0x8000UL | 0x80000UL);
-    return store;
+    courier_stores.store_set_flags(shared->store, revocation_list ? 0x8000UL | 0x4UL | 0x8UL : 0x8000UL | 0x80000UL);
+    return shared;
 }
 
 void courier_ca_store_free(void *store) {
-    if (store && courier_stores.store_free) courier_stores.store_free(store);
+    courier_ca_store *shared = store;
+    if (!shared) return;
+    if (shared->store && courier_stores.store_free) courier_stores.store_free(shared->store);
+    free(shared->file);
+    free(shared->revocation_list);
+    pthread_mutex_destroy(&shared->lock);
+    free(shared);
+}
+
+/* The store's file and CRLs, parsed once (a PEM file's certificates and CRLs both load,
+ * X509_load_cert_crl_file); CURLE_OK, or what libcurl would fail with for the same file. */
+static CURLcode courier_ca_store_load(courier_ca_store *shared) {
+    pthread_mutex_lock(&shared->lock);
+    if (!shared->loaded) {
+        if (shared->file && courier_stores.store_load_locations(shared->store, shared->file, NULL) != 1) {
+            shared->loaded = CURLE_SSL_CACERT_BADFILE;
+        } else if (shared->revocation_list
+                   && courier_stores.store_load_locations(shared->store, shared->revocation_list, NULL) != 1) {
+            shared->loaded = CURLE_SSL_CRL_BADFILE;
+        } else {
+            shared->loaded = 1;
+        }
+        if (shared->loaded != 1) courier_stores.clear_error();
+    }
+    int loaded = shared->loaded;
+    pthread_mutex_unlock(&shared->lock);
+    return loaded == 1 ? CURLE_OK : (CURLcode)loaded;
 }
 
 /* CURLOPT_SSL_CTX_FUNCTION: the connection's SSL_CTX takes a reference to the shared store in
  * place of the one libcurl made. */
 static CURLcode courier_ca_store_ssl_ctx(CURL *easy, void *ssl_ctx, void *store) {
     (void)easy;
-    if (!store || courier_stores.store_up_ref(store) != 1) return CURLE_SSL_CACERT_BADFILE;
-    courier_stores.ctx_set_cert_store(ssl_ctx, store);
+    courier_ca_store *shared = store;
+    if (!shared) return CURLE_SSL_CACERT_BADFILE;
+    CURLcode code = courier_ca_store_load(shared);
+    if (code != CURLE_OK) return code;
+    if (courier_stores.store_up_ref(shared->store) != 1) return CURLE_SSL_CACERT_BADFILE;
+    courier_stores.ctx_set_cert_store(ssl_ctx, shared->store);
     return CURLE_OK;
 }
 

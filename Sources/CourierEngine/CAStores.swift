@@ -19,18 +19,23 @@ import Foundation
 /// the `SSL_CTX` callback, so into the shared one: that store has the lookup from the start,
 /// with the flags libcurl sets, and libcurl finds them there and adds nothing.
 ///
-/// A revocation list is loaded into the store with the CA file, and the store checks every
-/// certificate of a chain against it, as libcurl's would.
+/// The files are parsed by the first connection that takes the store (in its `SSL_CTX`
+/// callback, on an engine thread), not when a request is configured: a session that only
+/// speaks plain HTTP parses nothing. A revocation list is loaded into the store with the CA
+/// file, and the store checks every certificate of a chain against it, as libcurl's would. A
+/// file that cannot be read gets no store (libcurl is given it, and reports it); one that
+/// does not parse fails each connection that would take the store, with the error libcurl
+/// gives for such a file.
 ///
 /// With a server trust evaluator, the evaluator's check (`TrustContext`) installs the store
 /// together with itself, and OpenSSL's verification that the evaluator sees uses it.
 ///
 /// Not used (libcurl builds its stores as before) with another TLS library, for requests that
 /// may go through an HTTPS proxy (libcurl 8 hands the proxy's `SSL_CTX` to the same
-/// callback), when a file does not load (libcurl reports it), and when libcurl's own file or
+/// callback), when a file cannot be read, and when libcurl's own file or
 /// directory is part of the trust and it cannot name them (before 7.84).
 final class CAStores: @unchecked Sendable {
-    /// One parsed store: the `X509_STORE` and the name libcurl knows it by.
+    /// One shared store (`courier_ca_store_new`'s) and the name libcurl knows it by.
     struct Store: @unchecked Sendable {
         let pointer: UnsafeMutableRawPointer
         let name: String
@@ -42,7 +47,7 @@ final class CAStores: @unchecked Sendable {
         var revocationList: String?
     }
 
-    /// The stores made so far (nil: the configuration's file did not load).
+    /// The stores made so far (nil: a file of the configuration cannot be read).
     private let stores = Locked<[Key: Store?]>([:])
     private static let serial = Locked(0)
 
@@ -56,17 +61,12 @@ final class CAStores: @unchecked Sendable {
             var key = Self.key(for: tls, options: options)
         else { return nil }
         key.revocationList = tls.revocationListFile
-        if let known = stores.withLock({ $0[key] }) { return known }
-        // Parsed outside the lock (tens of milliseconds); two engines that race parse twice and
-        // keep the first.
-        let name = "/dev/null/courier-ca-store-\(Self.serial.withLock { $0 += 1; return $0 })"
-        let made = courier_ca_store_new(key.file, key.directory, key.revocationList, name).map {
-            Store(pointer: $0, name: name)
-        }
         return stores.withLock { stores in
-            if let first = stores[key] {
-                if let made { courier_ca_store_free(made.pointer) }
-                return first
+            if let known = stores[key] { return known }
+            // Microseconds: the files are parsed by the first connection that takes the store.
+            let name = "/dev/null/courier-ca-store-\(Self.serial.withLock { $0 += 1; return $0 })"
+            let made = courier_ca_store_new(key.file, key.directory, key.revocationList, name).map {
+                Store(pointer: $0, name: name)
             }
             stores[key] = made
             return made

@@ -137,7 +137,7 @@ import Testing
         instead.trustsSystemCAs = false
         let other = try #require(stores.store(for: instead, options: options))
         #expect(other.name != system.name)
-        // A file that does not load: libcurl's to report.
+        // A file that cannot be read: libcurl's to report.
         var missing = instead
         missing.caFile = bundle.path + ".missing"
         #expect(stores.store(for: missing, options: options) == nil)

@@ -134,6 +134,53 @@ import Testing
         #expect(refused?.contains("not signed by a trusted certificate authority") == true)
     }
 
+    /// A session parses its CA file when its first TLS connection opens, not at its first
+    /// request: a plain-HTTP request first, then the file changed, and the first HTTPS request
+    /// uses the changed file.
+    @Test(arguments: [true, false])
+    func aSessionReadsItsCAFileAtItsFirstTLSConnection(besideTheSystems: Bool) async throws {
+        let servers = try await TestServers.tls()
+        let plain = try await TestServers.fault()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ca-late-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("ca.pem")
+        try Data(contentsOf: servers.ca2).write(to: file)
+        let api = Self.manager { configuration in
+            if besideTheSystems {
+                configuration.tls.certificateAuthorityFile = file
+            } else {
+                configuration.certificateAuthorityBundle = file
+            }
+        }
+        let response = try await api.request(
+            .get, plain.absoluteString + "bytes?n=3", serializer: DataResponseSerializer())
+        #expect(response.value.count == 3)
+        try Data(contentsOf: servers.ca1).write(to: file, options: .atomic)
+        #expect(try await Self.text(api, Self.hello(servers, "valid")) == "hello\n")
+    }
+
+    /// A CA file that is there but holds no certificate fails each TLS connection with a TLS
+    /// error, the second as the first.
+    @Test func aCAFileWithoutCertificatesFailsTheConnection() async throws {
+        let servers = try await TestServers.tls()
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("not-a-ca-\(UUID().uuidString).pem")
+        try Data("not a certificate\n".utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let api = Self.manager { $0.certificateAuthorityBundle = file }
+        for _ in 0..<2 {
+            let message = await Self.tlsMessage { _ = try await Self.text(api, Self.hello(servers, "valid")) }
+            // Where OpenSSL does libcurl's TLS, the file fails to load; GnuTLS loads no
+            // certificate from it, and the server's is then not trusted.
+            #expect(
+                message?.contains(
+                    CAStores.isAvailable
+                        ? "The CA certificates to trust cannot be read"
+                        : "not signed by a trusted certificate authority")
+                    == true, "\(message ?? "")")
+        }
+    }
+
     /// Trust "instead of the system's CAs" takes nothing of the system's, and neither does a
     /// directory alone, however libcurl reads NULL (8.21 puts its built-in file and directory
     /// back for it). A helper runs where the system's CA directory, `/etc/ssl/certs`, its bundle

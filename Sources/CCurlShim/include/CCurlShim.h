@@ -432,8 +432,10 @@ bool courier_trust_sha256(const void *data, size_t count, unsigned char digest[3
 /// A CA store (an OpenSSL `X509_STORE`) with the certificates of `file` and the directory
 /// lookup of `directory` (either may be NULL, not both) and, when `revocation_list` is not
 /// NULL, its CRLs, with the flags libcurl sets on its own stores; `name`, the CURLOPT_CAPATH
-/// libcurl gets for it, is added as a directory lookup too. NULL when OpenSSL's functions are
-/// not in the process or a file does not load.
+/// libcurl gets for it, is added as a directory lookup too. The files are parsed by the first
+/// connection that takes the store (a file that does not parse then fails every connection
+/// with CURLE_SSL_CACERT_BADFILE or CURLE_SSL_CRL_BADFILE, as libcurl would). NULL when
+/// OpenSSL's functions are not in the process or a file cannot be read.
 void *courier_ca_store_new(const char *file, const char *directory, const char *revocation_list, const char *name);
 
 /// Releases the caller's reference to a store from `courier_ca_store_new` (connections that
