@@ -168,7 +168,7 @@ private final class LineQueue: @unchecked Sendable {
 /// Whether this process may make a mount namespace (`unshare -m`: root, or CAP_SYS_ADMIN), for
 /// a helper that sees a file or directory of the test's in place of a system one.
 let canMakeMountNamespaces: Bool = {
-    let process = Process()
+    let process = ChildProcess()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
     process.arguments = ["-m", "true"]
     process.standardError = FileHandle.nullDevice
