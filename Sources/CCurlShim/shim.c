@@ -435,7 +435,7 @@ void *courier_ca_store_new(const char *file, const char *directory, const char *
         || (directory && courier_stores.store_load_locations(shared->store, NULL, directory) != 1)
         || courier_stores.store_load_locations(shared->store, NULL, name) != 1) {
         courier_ca_store_free(shared);
-        if (courier_stores.clear_error) courier_stores.clear_error();
+        courier_stores.clear_error();
         return NULL;
     }
     /* The flags libcurl sets on the stores it builds (7.68 on): the trusted store's issuers

@@ -82,12 +82,20 @@ final class CAStores: @unchecked Sendable {
         }
     }
 
-    /// The file and directory libcurl would trust for `tls`: what `Transfer.configureTLS`
-    /// would set, with libcurl's built-in ones where it leaves them (nil when it cannot name
-    /// them).
+    /// The CA file and directory `tls` names for libcurl (nil: libcurl's built-in one, or none
+    /// without the system's trust): its own, or with the system's trust the environment's
+    /// (`SSL_CERT_FILE`, `SSL_CERT_DIR`, in `options`), which stand for the system's.
+    static func locations(for tls: TLSPolicy, options: TransferOptions) -> (file: String?, directory: String?) {
+        (
+            tls.caFile ?? (tls.trustsSystemCAs ? options.environmentCAFile : nil),
+            tls.caDirectory ?? (tls.trustsSystemCAs ? options.environmentCADirectory : nil)
+        )
+    }
+
+    /// The file and directory libcurl would trust for `tls`: `locations`, with libcurl's
+    /// built-in ones where it leaves them (nil when it cannot name them).
     private static func key(for tls: TLSPolicy, options: TransferOptions) -> Key? {
-        let file = tls.caFile ?? (tls.trustsSystemCAs ? options.environmentCAFile : nil)
-        let directory = tls.caDirectory ?? (tls.trustsSystemCAs ? options.environmentCADirectory : nil)
+        let (file, directory) = locations(for: tls, options: options)
         guard tls.trustsSystemCAs else {
             return file == nil && directory == nil ? nil : Key(file: file, directory: directory)
         }

@@ -201,10 +201,9 @@ extension Transfer {
         courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, verifiesPeer ? 1 : 0)
         courier_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, tls.verifies && tls.evaluator == nil ? 2 : 0)
         // A file or directory given replaces libcurl's built-in one of the same kind; without
-        // the system's trust, the other built-in goes too (NULL disables it). The environment's
-        // (`SSL_CERT_FILE`, `SSL_CERT_DIR`) stand for the system's.
-        let file = tls.caFile ?? (tls.trustsSystemCAs ? options.environmentCAFile : nil)
-        let directory = tls.caDirectory ?? (tls.trustsSystemCAs ? options.environmentCADirectory : nil)
+        // the system's trust, the other built-in goes too. The environment's (`SSL_CERT_FILE`,
+        // `SSL_CERT_DIR`) stand for the system's.
+        let (file, directory) = CAStores.locations(for: tls, options: options)
         // With an evaluator, its check installs the store (`configureTrust`).
         if let store = stores.store(for: tls, options: options),
             tls.evaluator != nil || courier_easy_set_ca_store(easy, store.pointer) == CURLE_OK
