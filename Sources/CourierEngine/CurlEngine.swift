@@ -568,8 +568,9 @@ package final class CurlEngine: @unchecked Sendable {
     }
 
     private func finish(_ transfer: Transfer, easy: UnsafeMutableRawPointer, code: CURLcode) {
-        if transfer.current.sharedOptions.value.limitsConnections { retireIfSpent(transfer, easy) }
-        if let cookies, transfer.head.hasSetCookie, transfer.current.sharedOptions.value.handlesCookies,
+        let options = transfer.current.sharedOptions  // the object: its fields are read in place
+        if options.limitsConnections { retireIfSpent(transfer, easy) }
+        if let cookies, transfer.head.hasSetCookie, options.value.handlesCookies,
             let url = transfer.current.url
         {
             cookies.responseSetCookies(transfer.head.values(of: "set-cookie"), from: url)

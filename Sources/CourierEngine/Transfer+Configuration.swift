@@ -11,11 +11,16 @@ extension Transfer {
     /// gets only the per-request ones; any other handle is fresh or reset and gets all.
     func configure(_ easy: UnsafeMutableRawPointer) throws(CourierError) {
         EngineThread.check(engine, "Transfer.configure")
-        let options = current.sharedOptions.value
-        // The TLS policy of this hop's host: per hop, as a redirect may change hosts (a handle
-        // of a session with policies per host is never kept clean: see `EasyHandlePool`).
-        let tls = options.tls.hosts.isEmpty ? options.tls : options.tls.forHost(HostName.of(current.url))
-        if !handleIsClean { Self.configureCommonOptions(easy, options, tls: tls, engine: engine) }
+        // The options are read in place, through the shared object: a local copy of the set (or
+        // of its TLS policy) would retain and release each of its dozen references, per request.
+        let shared = current.sharedOptions
+        // The TLS policy of this hop's host when the session has policies per host (per hop, as
+        // a redirect may change hosts; such a handle is never kept clean: see `EasyHandlePool`);
+        // nil when `shared.value.tls` applies.
+        let hostTLS = shared.value.tls.hosts.isEmpty ? nil : shared.value.tls.forHost(HostName.of(current.url))
+        if !handleIsClean {
+            Self.configureCommonOptions(easy, shared.value, tls: hostTLS ?? shared.value.tls, engine: engine)
+        }
         if passesTransferCodingsThrough {
             // Chunked framing aside, the body as it came (see Transfer.unknownTransferCoding).
             courier_easy_setopt_long(easy, CURLOPT_HTTP_TRANSFER_DECODING, 0)
@@ -29,17 +34,17 @@ extension Transfer {
             courier_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, min(max(1, left), Int(Int32.max)))
         }
         let me = Unmanaged.passUnretained(self).toOpaque()
-        if let problem = current.sharedOptions.value.socket.source?.problem {
+        if let problem = shared.value.socket.source?.problem {
             throw .cannotConnect(.init(url: current.url, message: problem))
         }
-        if current.sharedOptions.value.socket.opensItself || engine.limits.socket.opensItself {
+        if shared.value.socket.opensItself || engine.limits.socket.opensItself {
             // Set for every hop: the callback's data is this transfer. (Also when only the
             // session's options ask for something at the opening: a call's own options replace
             // them, and the engine's callback knows only the session's.)
             courier_easy_setopt_opensocket_function(easy, transferOpenSocketCallback)
             courier_easy_setopt_pointer(easy, CURLOPT_OPENSOCKETDATA, me)
         }
-        if current.sharedOptions.value.httpVersion.involvesHTTP3 { try configureHTTP3(easy, current) }
+        if shared.value.httpVersion.involvesHTTP3 { try configureHTTP3(easy, current) }
         try check(courier_easy_setopt_string(easy, CURLOPT_URL, prepared.url), easy)
         // Set (or cleared) on every hop: a reused handle still points at its last transfer's.
         parsedURL = engine.parsedURL(for: prepared.url)
@@ -58,9 +63,15 @@ extension Transfer {
         // The memory sink refuses a declared length over it when the head is complete, and
         // counts decoded bytes after. (Not libcurl's CURLOPT_MAXFILESIZE_LARGE: it would fail
         // a redirect that declares a long body too, before Courier could follow it.)
-        Self.configurePins(easy, tls.pins, url: current.url)
-        trustContext = try Self.configureTrust(
-            easy, tls, url: current.url, stores: engine.shares.caStores, options: options)
+        Self.configurePins(easy, hostTLS?.pins ?? shared.value.tls.pins, url: current.url)
+        // (`configureTrust` takes the whole policy: called only when there is an evaluator.)
+        if hostTLS.map({ $0.evaluator != nil }) ?? (shared.value.tls.evaluator != nil) {
+            trustContext = try Self.configureTrust(
+                easy, hostTLS ?? shared.value.tls, url: current.url, stores: engine.shares.caStores,
+                options: shared.value)
+        } else {
+            trustContext = nil
+        }
         try configureMethodAndBody(easy)
         courier_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, prepared.headers.list)
         // libcurl answers a challenge itself (a 401 or 407, then a second request for Digest

@@ -260,11 +260,10 @@ struct CacheLookup: Sendable {
     /// A response from the server, marked with why the request went there and whether the
     /// response was stored (with its freshness, when it was).
     private func forwarded(_ response: consuming RawResponse, stored: Bool, ttl: Int? = nil) -> RawResponse {
-        var response = response
-        mark(
-            &response,
-            CacheStatus(forward: forwardReason, forwardStatus: response.status.code, ttl: ttl, stored: stored))
-        return response
+        // Marked in place: a `var` copy of the parameter would retain each of its references.
+        let status = CacheStatus(forward: forwardReason, forwardStatus: response.status.code, ttl: ttl, stored: stored)
+        mark(&response, status)
+        return consume response
     }
 
     /// Sets the response's cache status, and adds it to its `Cache-Status` field when the

@@ -211,7 +211,7 @@ final class Attempt {
         }
         if let hsts = request.hsts { HSTSStore.note(raw.head, of: raw.request, in: hsts) }
         telemetry?.received(raw)
-        response = raw
+        response = consume raw  // moved: a copy would retain each of its references
     }
 
     /// The response after the cache has seen it (see `CacheLookup.absorb`); called once, after

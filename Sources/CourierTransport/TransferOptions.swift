@@ -7,10 +7,14 @@ import Foundation
 package final class SharedTransferOptions: Sendable {
     /// The options.
     package let value: TransferOptions
+    /// `value.limitsConnections`, worked out once: the engine asks at every transfer's end, and
+    /// calling into the set would copy it (retaining each of its references) to ask.
+    package let limitsConnections: Bool
 
     /// Shares `value`.
     package init(_ value: TransferOptions) {
         self.value = value
+        self.limitsConnections = value.limitsConnections
     }
 
     /// Whether the two sets are equal: at once when they are the same object.

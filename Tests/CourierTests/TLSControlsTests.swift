@@ -105,6 +105,40 @@ import Testing
         #expect(invalid == "The TLS host '*.*.example' is not a host name or '*.' and a domain")
     }
 
+    @Test func aHostsEvaluatorAndPinsApplyToThatHostAlone() async throws {
+        let servers = try await TestServers.tls()
+        let port = servers.port("valid")
+        var refusing = TLSConfiguration(certificateAuthorityFile: servers.ca1)
+        refusing.serverTrustEvaluator = ServerTrustEvaluator { _ in false }
+        var pinnedElsewhere = TLSConfiguration(certificateAuthorityFile: servers.ca1)
+        pinnedElsewhere.pinnedPublicKeys["api.courier.test"] = [servers.pin("rotated")]
+        // The valid server's certificate names localhost, api.courier.test and bücher.courier.test.
+        let api = TLSTests.manager {
+            $0.tls.trustsSystemCertificates = false
+            $0.tls.certificateAuthorityFile = servers.ca1
+            $0.tls.hosts["bücher.courier.test"] = refusing
+            $0.tls.hosts["api.courier.test"] = pinnedElsewhere
+            $0.addressOverrides = [
+                .resolve("api.courier.test", port: port, to: "127.0.0.1"),
+                .resolve("xn--bcher-kva.courier.test", port: port, to: "127.0.0.1"),
+            ]
+        }
+        // The session's own trust, no evaluator, no pins: accepted.
+        #expect(try await Self.body(api, Self.tls(servers, "valid")).hasPrefix("TLSv1"))
+        // The same server by a name whose configuration has an evaluator that refuses all.
+        let refused = await TLSTests.tlsMessage {
+            _ = try await Self.body(api, URL(string: "https://bücher.courier.test:\(port)/tls")!)
+        }
+        #expect(refused?.hasPrefix("The server trust evaluator refused") == true)
+        // And by a name pinned to another server's key: refused, though its chain is trusted.
+        let pinned = await TLSTests.tlsMessage {
+            _ = try await Self.body(api, URL(string: "https://api.courier.test:\(port)/tls")!)
+        }
+        #expect(pinned?.hasPrefix("api.courier.test's public key matches none of the pins for it") == true)
+        // The session's own trust still applies to its own name afterwards.
+        #expect(try await Self.body(api, Self.tls(servers, "valid")).hasPrefix("TLSv1"))
+    }
+
     // MARK: Evaluator
 
     @Test func anEvaluatorRefusesAValidChainAndAcceptsASelfSignedOneByItsFingerprint() async throws {
