@@ -166,8 +166,11 @@ class Bench:
             self._probe_upload_sink(ports["plain"], big_log)
 
         small = SmallGetRows(s, binaries, endpoints, self.nginx, self.work)
+        calls = {}
         for row in request_rows:
             small.run_row(row, clients[row.name])
+            if row.name == "small" and s.count_calls:
+                calls[row.name] = small.count_calls(row, clients[row.name])
         sse = None
         if sse_clients:
             sse = SSERows(s, binaries, f"http://127.0.0.1:{ports['plain']}/events.sse", self.work)
@@ -197,7 +200,8 @@ class Bench:
                 skipped += [skipped_table(row, why) for row in h3_rows]
 
         facts = Facts(self.nginx.version, s.server_cpus, s.client_cpus)
-        tables = [request_table(row, clients[row.name], small.records, s, facts, bundle, wide) for row in request_rows]
+        tables = [request_table(row, clients[row.name], small.records, s, facts, bundle, wide, calls.get(row.name))
+                  for row in request_rows]
         if large:
             tables += [large_table(row, clients[row], large.records, large.failures, s, facts, large.write_calls) for row in large_rows]
         if sse:

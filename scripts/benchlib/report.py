@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .catalog import ROWS, RequestRow
+from .calls import HIGH, LOW, describe
 from .files import count_certificates
 from .process import run_text
 from .results import RunRecord
@@ -143,7 +144,8 @@ def _request_setup(row: RequestRow, s: Settings, facts: Facts, bundle: Path | No
 
 
 def request_table(row: RequestRow, clients: list[str], records: list[RunRecord], s: Settings, facts: Facts,
-                  bundle: Path | None = None, wide: WideSetup | None = None) -> str:
+                  bundle: Path | None = None, wide: WideSetup | None = None,
+                  calls: tuple[dict[str, dict[str, float]], str] | None = None) -> str:
     """The table of a row of small GETs, with its notes."""
     ok, failed = _by_client(records, row.name)
     lines = [f"## {_request_title(row)}", "",
@@ -191,6 +193,13 @@ def request_table(row: RequestRow, clients: list[str], records: list[RunRecord],
         lines.append(f"x C is the ratio to {reference}.")
     if row.log_protocol and ok:
         lines += _server_notes(row, clients, ok)
+    if calls:
+        counts, why = calls
+        if counts:
+            lines += ["", f"Calls per request (perf uprobes, not timed: a run of {HIGH:,} GETs minus one of {LOW:,},"
+                      f" divided by {HIGH - LOW:,}): {describe(counts)}."]
+        elif why:
+            lines += ["", f"Calls per request not counted: {why}."]
     if row.wide:
         lines.append(f"KiB per request in flight: (the run's peak RSS - the peak RSS of the same client's run of"
                      f" 1 request at concurrency 1, just before it) / {row.total}, the median over runs; 1-request"

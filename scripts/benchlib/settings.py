@@ -46,6 +46,7 @@ class Settings:
     c_loop: str
     warmup_total: int
     run_timeout: str
+    count_calls: bool
     skip_build: bool
     baseline_bin: str
     results_dir: Path
@@ -145,6 +146,7 @@ def load_settings(env: Mapping[str, str], root: Path) -> Settings:
         c_loop=_choice(env, "C_LOOP", "poll", ("poll", "socket")),
         warmup_total=_uint(env, "WARMUP_TOTAL", 2000, positive=False),
         run_timeout=env.get("RUN_TIMEOUT") or "300",
+        count_calls=(env.get("COUNT_CALLS") or "1") == "1",
         skip_build=env.get("SKIP_BUILD") == "1",
         baseline_bin=env.get("BASELINE_BIN") or "",
         results_dir=Path(env.get("RESULTS_DIR") or root / "Benchmarks" / "results"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .calls import CallCounter
 from .catalog import CLIENTS, ROWS, RequestRow
 from .process import TIMED_OUT, Finished, first_error_line, run_measured, tail, with_timeout
 from .results import RunRecord, find_result
@@ -190,6 +191,31 @@ class SmallGetRows:
         log(f"{label} {client:<18} {fields['seconds']} s (cpu {fields['cpu']} s, "
             f"peak RSS {peak / 1024:.1f} MiB, {single_text})")
         return RunRecord(row.name, run, client, fields)
+
+    def count_calls(self, row: RequestRow, clients: list[str]) -> tuple[dict[str, dict[str, float]], str]:
+        """After the timed runs: each client's `malloc`s, retains and releases per request (see
+        calls.py), and why nothing was counted, if nothing was."""
+        counter = CallCounter()
+        binaries = {client: self.binaries[ROWS[row.name].product_for(CLIENTS[client])] for client in clients}
+        why = counter.prepare(list(binaries.values()))
+        if why:
+            log(f"calls per request: not counted: {why}")
+            return {}, why
+        counts: dict[str, dict[str, float]] = {}
+        try:
+            for client, binary in binaries.items():
+                env = self.command(row, client, 1, row.concurrency)[1]
+                found = counter.count(lambda total, c=client: self.command(row, c, total, row.concurrency)[0], env,
+                                      binary)
+                if found:
+                    counts[client] = found
+                    log(f"calls per request {client:<18} "
+                        + ", ".join(f"{value:.1f} {name}" for name, value in found.items()))
+                else:
+                    log(f"calls per request {client:<18} not counted (a run under perf stat failed)")
+        finally:
+            counter.close()
+        return counts, ""
 
     def _log_failure(self, label: str, client: str, outcome: Outcome) -> None:
         separator = "" if outcome.message.startswith(":") else " "
