@@ -110,7 +110,9 @@ package final class RequestPipeline: Sendable {
         let chain = prepared.call.options.chain
         let interceptorsApply = !interceptors.isEmpty || !chain.isEmpty
         let telemetry = telemetry.observe(prepared.head)
-        let ownMonitors = EventMonitorGroup(prepared.call.options.eventMonitors)
+        // Checked here: a failable class initializer allocates its object before it can fail.
+        let callMonitors = prepared.call.options.eventMonitors
+        let ownMonitors = callMonitors.isEmpty ? nil : EventMonitorGroup(callMonitors)
         let observed = monitors != nil || ownMonitors != nil || telemetry != nil
         // Numbered when something tells the number, or when another call's metrics may name it.
         let numbered = interceptorsApply || observed || (prepared.call.options.coalescing ?? coalescesRequests)

@@ -1,4 +1,5 @@
 import HTTPTypes
+import Synchronization
 
 /// A response head that is turned into an `HTTPResponse` (validated, canonicalised
 /// `HTTPFields`) only when somebody asks for it. The status and single field values are read
@@ -10,7 +11,8 @@ package final class ResponseHead: Sendable {
         case parsed(HTTPResponse)
     }
 
-    private let state: Locked<State>
+    /// Inline in the object (`Mutex`, not `Locked`: no second allocation per response).
+    private let state: Mutex<State>
     /// The status, known without parsing the fields.
     package let status: HTTPResponse.Status
 
@@ -18,13 +20,13 @@ package final class ResponseHead: Sendable {
     package let trailers: HTTPFields?
 
     package init(recorded: RecordedHead) {
-        state = Locked(.recorded(recorded))
+        state = Mutex(.recorded(recorded))
         status = recorded.status
         trailers = recorded.trailers
     }
 
     package init(parsed: HTTPResponse, trailers: HTTPFields? = nil) {
-        state = Locked(.parsed(parsed))
+        state = Mutex(.parsed(parsed))
         status = parsed.status
         self.trailers = trailers
     }
