@@ -37,6 +37,21 @@
  *                      most CURLMOPT_MAX_CONCURRENT_STREAMS, 100 by default,
  *                      on one connection); every response must be HTTP/2
  *
+ * Set up as Courier sets up its handles, chosen by one more variable (the
+ * c-as-courier client of scripts/bench, which also takes the socket loop, as
+ * Courier's engine does):
+ *   AS_COURIER=1       the three header fields a default Courier session
+ *                      sends (User-Agent: Courier/1.0.0 (Linux) libcurl/X,
+ *                      Accept-Language: en, Accept-Encoding: gzip, deflate,
+ *                      br, zstd) in CURLOPT_HTTPHEADER; the idle timeout as
+ *                      CURLOPT_LOW_SPEED_LIMIT 1 and _TIME 60, a 30 s connect
+ *                      timeout and CURLOPT_MAXAGE_CONN 60; libcurl's cookie
+ *                      engine (CURLOPT_COOKIEFILE "") with cookies, DNS and
+ *                      TLS sessions in a share; a header callback; content
+ *                      decoding and redirects off. So the distance between
+ *                      this client and Courier is Courier's own, and between
+ *                      c and this one what libcurl does for those settings.
+ *
  * Prints one line on stdout, the format scripts/bench parses:
  *   RESULT client=c seconds=<s> requests=<n> maxrss_kb=<ru_maxrss>
  * followed, when HTTP_VERSION is set, by " http=<1.1|2> connections=<n>"
@@ -97,6 +112,13 @@ static void start(struct transfer *t) {
     started++;
     CURLMcode mc = curl_multi_add_handle(multi, t->easy);
     if (mc != CURLM_OK) die(curl_multi_strerror(mc));
+}
+
+/* The header callback of AS_COURIER: libcurl calls it once per header line. */
+static size_t on_header(char *line, size_t size, size_t count, void *data) {
+    (void)line;
+    (void)data;
+    return size * count;
 }
 
 /* Reaps finished transfers, checks each, and refills its slot. */
@@ -269,6 +291,24 @@ int main(int argc, char **argv) {
        wait for a connection that can multiplex rather than open their own. */
     if (multiplex) curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
 
+    const char *as_courier_value = getenv("AS_COURIER");
+    int as_courier = as_courier_value && strcmp(as_courier_value, "1") == 0;
+    struct curl_slist *courier_fields = NULL;
+    CURLSH *share = NULL;
+    if (as_courier) {
+        char agent[128];
+        snprintf(agent, sizeof agent, "User-Agent: Courier/1.0.0 (Linux) libcurl/%s",
+                 curl_version_info(CURLVERSION_NOW)->version);
+        courier_fields = curl_slist_append(courier_fields, agent);
+        courier_fields = curl_slist_append(courier_fields, "Accept-Language: en");
+        courier_fields = curl_slist_append(courier_fields, "Accept-Encoding: gzip, deflate, br, zstd");
+        share = curl_share_init();
+        if (!courier_fields || !share) die("out of memory");
+        curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_COOKIE);
+        curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+        curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    }
+
     struct transfer *slots = calloc((size_t)concurrency, sizeof *slots);
     if (!slots) die("out of memory");
     for (long i = 0; i < concurrency; i++) {
@@ -287,6 +327,18 @@ int main(int argc, char **argv) {
         curl_easy_setopt(t->easy, CURLOPT_PRIVATE, t);
         curl_easy_setopt(t->easy, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(t->easy, CURLOPT_TCP_NODELAY, 1L);
+        if (as_courier) {
+            curl_easy_setopt(t->easy, CURLOPT_HTTPHEADER, courier_fields);
+            curl_easy_setopt(t->easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+            curl_easy_setopt(t->easy, CURLOPT_LOW_SPEED_TIME, 60L);
+            curl_easy_setopt(t->easy, CURLOPT_CONNECTTIMEOUT_MS, 30000L);
+            curl_easy_setopt(t->easy, CURLOPT_MAXAGE_CONN, 60L);
+            curl_easy_setopt(t->easy, CURLOPT_SHARE, share);
+            curl_easy_setopt(t->easy, CURLOPT_COOKIEFILE, "");
+            curl_easy_setopt(t->easy, CURLOPT_HEADERFUNCTION, on_header);
+            curl_easy_setopt(t->easy, CURLOPT_HTTP_CONTENT_DECODING, 0L);
+            curl_easy_setopt(t->easy, CURLOPT_FOLLOWLOCATION, 0L);
+        }
     }
 
     int socket_mode = strcmp(mode, "socket") == 0;
@@ -316,6 +368,8 @@ int main(int argc, char **argv) {
     }
     free(slots);
     curl_multi_cleanup(multi);
+    if (share) curl_share_cleanup(share);
+    curl_slist_free_all(courier_fields);
     curl_global_cleanup();
     if (failures) {
         fprintf(stderr, "multi_get: %ld of %ld requests failed\n", failures, completed);

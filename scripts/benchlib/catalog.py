@@ -14,6 +14,7 @@ class ClientSpec:
     flags: tuple[str, ...] = ()  # a Swift client's extra flags (--decode, --fast-monitor, ...)
     loop: str | None = None  # multi_get's loop style; None: C_LOOP
     capath_none: bool = False  # multi_get with CAPATH_NONE=1
+    as_courier: bool = False  # multi_get with AS_COURIER=1: libcurl set up as Courier sets it up
     bundle_flag: str = "--ca-file"  # how a Swift client is given the https-new row's bundle
 
     @property
@@ -33,6 +34,7 @@ CLIENTS: dict[str, ClientSpec] = {
         ClientSpec("c-poll", "multi_get", loop="poll"),
         ClientSpec("c-socket", "multi_get", loop="socket"),
         ClientSpec("c-nocapath", "multi_get", capath_none=True),
+        ClientSpec("c-as-courier", "multi_get", loop="socket", as_courier=True),
         ClientSpec("curl", "curl"),
         ClientSpec("courier", "bench-courier", bundle_flag="--ca-bundle"),
         ClientSpec("courier-decode", "bench-courier", flags=("--decode",)),
@@ -80,7 +82,7 @@ H3_CURL = "curl-h3"  # the product name of the HTTP/3 libcurl's curl tool (scrip
 
 _ENGINES = ("courier-1e", "courier-2e", "courier-4e")
 _SMALL = (
-    "c c-poll c-socket courier courier-decode ahc ahc-decode urlsession urlsession-decode "
+    "c c-poll c-socket c-as-courier courier courier-decode ahc ahc-decode urlsession urlsession-decode "
     "courier-monitor courier-slow-monitor courier-base courier-decode-base"
 ).split() + list(_ENGINES)
 _PEERS = ("c", "courier", "ahc", "courier-base") + _ENGINES

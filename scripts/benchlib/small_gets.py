@@ -86,7 +86,8 @@ class SmallGetRows:
         url = self.endpoints.urls[row.server]
         trusted = {"cert": self.endpoints.cert, "bundle": self.endpoints.bundle}.get(row.trust or "")
         binary = self.binaries[ROWS[row.name].product_for(spec)]
-        env = {"EXPECTED_BYTES": str(BODY_BYTES), "CAINFO": "", "CAPATH_NONE": "", "HTTP_VERSION": ""}
+        env = {"EXPECTED_BYTES": str(BODY_BYTES), "CAINFO": "", "CAPATH_NONE": "", "HTTP_VERSION": "",
+               "AS_COURIER": "1" if spec.as_courier else ""}
         if spec.is_c:
             argv = [binary, url, str(total), str(concurrency), spec.loop or self.settings.c_loop]
             if row.trust:
