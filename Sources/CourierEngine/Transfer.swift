@@ -77,8 +77,9 @@ final class Transfer: @unchecked Sendable {
             hop = HopSettings(newValue)
         }
     }
-    /// `current`'s value (engine thread only, as `current` checks).
-    private var currentStorage: TransferRequest
+    /// `current`'s value (engine thread only, as `current` checks; so not checked for exclusive
+    /// access at run time either, as `headStorage` is not).
+    @exclusivity(unchecked) private var currentStorage: TransferRequest
     /// What the callbacks need of `current`, copied out so the hot path touches no strings.
     @EngineConfined package private(set) var hop: HopSettings
     /// `CURLOPT_URL` and `CURLOPT_HTTPHEADER` of the current hop, built on the caller's thread
@@ -88,7 +89,21 @@ final class Transfer: @unchecked Sendable {
     /// it: from `configure` until the engine detaches the transfer.
     @EngineConfined var parsedURL: ParsedURL?
     @EngineConfined var redirectCount = 0
-    @EngineConfined var head = RecordedHead()
+    /// The current hop's response head as it arrives. Read and changed in place, without the
+    /// runtime's exclusivity check (`headStorage` is only touched here, on the engine thread,
+    /// which `EngineThread.check` asserts in debug builds): each header line changes it and
+    /// each callback reads it, and a checked access costs a thread-local lookup each time.
+    var head: RecordedHead {
+        _read {
+            EngineThread.check("a transfer's response head")
+            yield headStorage
+        }
+        _modify {
+            EngineThread.check("a transfer's response head")
+            yield &headStorage
+        }
+    }
+    @exclusivity(unchecked) private var headStorage = RecordedHead()
     /// The current hop is a redirect whose body is thrown away.
     @EngineConfined var discardingBody = false
     /// The hop's head is a 401 (or 407) that libcurl may answer by sending the request again
