@@ -3,7 +3,6 @@ import CCurlShim
 import CourierTransport
 import Foundation
 import HTTPTypes
-import Synchronization
 
 /// One transfer: its lifecycle (shared by the caller's side and the engine thread) and the
 /// state libcurl's callbacks fill in (engine thread only).
@@ -35,7 +34,7 @@ final class Transfer: @unchecked Sendable {
     let requestURL: String
     /// Progress reporters, when somebody can watch them (task objects); nil for plain calls.
     let reporters: TransferReporters?
-    private let lifecycle = Mutex(Lifecycle())  // inline: no allocation of its own
+    private let lifecycle = Locked(Lifecycle())
 
     // MARK: Engine-thread state (`@EngineConfined`: checked in debug builds)
 

@@ -2,7 +2,6 @@
 import CourierTransport
 import Foundation
 import HTTPTypes
-import Synchronization
 
 /// A request in flight whose response body is collected in memory.
 ///
@@ -119,8 +118,7 @@ final class TaskControl: Sendable {
     }
 
     let reporters: TransferReporters
-    /// Inline in the object (`Mutex`, not `Locked`: one allocation per request fewer).
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(reporters: TransferReporters = TransferReporters()) {
         self.reporters = reporters

@@ -1,5 +1,4 @@
 import HTTPTypes
-import Synchronization
 
 /// A response head that is turned into an `HTTPResponse` (validated, canonicalised
 /// `HTTPFields`) only when somebody asks for it. The status and single field values are read
@@ -11,8 +10,7 @@ package final class ResponseHead: Sendable {
         case parsed(HTTPResponse)
     }
 
-    /// Inline in the object (`Mutex`, not `Locked`: no second allocation per response).
-    private let state: Mutex<State>
+    private let state: Locked<State>
     /// The status, known without parsing the fields.
     package let status: HTTPResponse.Status
 
@@ -20,13 +18,13 @@ package final class ResponseHead: Sendable {
     package let trailers: HTTPFields?
 
     package init(recorded: RecordedHead) {
-        state = Mutex(.recorded(recorded))
+        state = Locked(.recorded(recorded))
         status = recorded.status
         trailers = recorded.trailers
     }
 
     package init(parsed: HTTPResponse, trailers: HTTPFields? = nil) {
-        state = Mutex(.parsed(parsed))
+        state = Locked(.parsed(parsed))
         status = parsed.status
         self.trailers = trailers
     }
