@@ -141,8 +141,7 @@ import Testing
     func aSessionReadsItsCAFileAtItsFirstTLSConnection(besideTheSystems: Bool) async throws {
         let servers = try await TestServers.tls()
         let plain = try await TestServers.fault()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ca-late-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let directory = try DownloadTests.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = directory.appendingPathComponent("ca.pem")
         try Data(contentsOf: servers.ca2).write(to: file)
