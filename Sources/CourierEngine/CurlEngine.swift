@@ -124,6 +124,9 @@ package final class CurlEngine: @unchecked Sendable {
     /// The transfers on the multi handle; each knows its place (`Transfer.activeIndex`).
     @EngineConfined private var active: [Transfer] = []
     @EngineConfined private var handles = EasyHandlePool()
+    /// Error buffers (`CURL_ERROR_SIZE` bytes) lent to transfers while they hold a handle
+    /// (`add` to `detach`): one set of them for the engine's life instead of one per request.
+    @EngineConfined private var idleErrorBuffers: [UnsafeMutablePointer<CChar>] = []
     /// Each socket in the epoll set: the interest (`CURL_POLL_*`) it is registered with, and
     /// whether libcurl has stopped watching it ("parked"); and which sockets are connections,
     /// opened through CURLOPT_OPENSOCKETFUNCTION: libcurl tells us when it closes them
@@ -482,6 +485,7 @@ package final class CurlEngine: @unchecked Sendable {
         }
         let easy = handles.take(for: transfer)
         transfer.easy = easy
+        transfer.errorBuffer = idleErrorBuffers.popLast() ?? .allocate(capacity: Int(CURL_ERROR_SIZE))
         transfer.beginHop()
         transfer.activeIndex = active.count
         active.append(transfer)
@@ -526,6 +530,16 @@ package final class CurlEngine: @unchecked Sendable {
         transfer.activeIndex = -1
         throttled.remove(transfer)
         _ = transfer.endSink(outcome)
+        if let buffer = transfer.errorBuffer {
+            // The handle must not point at a buffer that another transfer may be lent next.
+            courier_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, nil)
+            transfer.errorBuffer = nil
+            if idleErrorBuffers.count < EasyHandlePool.limit {
+                idleErrorBuffers.append(buffer)
+            } else {
+                buffer.deallocate()
+            }
+        }
         handles.giveBack(easy, after: transfer)
         submitted.subtract(1, ordering: .relaxed)
         releasePlace()
@@ -629,6 +643,8 @@ package final class CurlEngine: @unchecked Sendable {
         }
         closeWebSockets()
         handles.removeAll()
+        for buffer in idleErrorBuffers { buffer.deallocate() }
+        idleErrorBuffers.removeAll()
         parsedURLs.removeAll()
         // Socket callbacks can still fire in here; `self` is alive (this thread holds it).
         curl_multi_cleanup(multi)

@@ -12,7 +12,8 @@ import CourierTransport
 struct EasyHandlePool {
     private var clean: [(handle: UnsafeMutableRawPointer, options: SharedTransferOptions)] = []
     private var dirty: [(handle: UnsafeMutableRawPointer, sharesCookies: Bool)] = []
-    private static let limit = 256
+    /// The most idle handles kept.
+    static let limit = 256
 
     /// A handle for `transfer`; sets `transfer.handleIsClean` for `configure`.
     mutating func take(for transfer: Transfer) -> UnsafeMutableRawPointer {

@@ -45,7 +45,9 @@ extension Transfer {
             courier_easy_setopt_pointer(easy, CURLOPT_OPENSOCKETDATA, me)
         }
         if shared.value.httpVersion.involvesHTTP3 { try configureHTTP3(easy, current) }
-        try check(courier_easy_setopt_string(easy, CURLOPT_URL, prepared.url), easy)
+        // `withCString` lends the string's own bytes; passing the `String` where a C string is
+        // expected would copy it into a new array first (a malloc per request).
+        try check(prepared.url.withCString { courier_easy_setopt_string(easy, CURLOPT_URL, $0) }, easy)
         // Set (or cleared) on every hop: a reused handle still points at its last transfer's.
         parsedURL = engine.parsedURL(for: prepared.url)
         courier_easy_setopt_curlu(easy, parsedURL?.handle)
@@ -363,7 +365,7 @@ extension Transfer {
     private func check(_ code: CURLcode, _ easy: UnsafeMutableRawPointer) throws(CourierError) {
         guard code != CURLE_OK else { return }
         throw CourierError.fromCurl(
-            code, detail: String(cString: errorBuffer), context: .init(url: current.url, message: ""))
+            code, detail: errorBuffer.map { String(cString: $0) } ?? "", context: .init(url: current.url, message: ""))
     }
 }
 

@@ -142,7 +142,10 @@ final class Transfer: @unchecked Sendable {
     /// The origin (`AltServiceStore.origin`) the current hop asked for HTTP/3 because it
     /// advertised it (`.http3WhenAdvertised`); nil when the hop did not.
     @EngineConfined var advertisedHTTP3Origin: String?
-    let errorBuffer: UnsafeMutablePointer<CChar>
+    /// libcurl's buffer for the message of a failure (`CURLOPT_ERRORBUFFER`), lent by the
+    /// engine while the transfer holds an easy handle (`CurlEngine.add` to `detach`): a request
+    /// makes and frees none of its own.
+    @EngineConfined var errorBuffer: UnsafeMutablePointer<CChar>?
     /// The request of the first hop.
     let firstRequest: HTTPRequest
     /// When the call must be over (`TransferRequest.deadline`), on the engine's monotonic
@@ -183,12 +186,6 @@ final class Transfer: @unchecked Sendable {
         self.currentStorage = request
         self.engine = engine
         self.reporters = reporters
-        self.errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
-        self.errorBuffer[0] = 0
-    }
-
-    deinit {
-        errorBuffer.deallocate()
     }
 
     // MARK: Caller side
@@ -315,7 +312,7 @@ final class Transfer: @unchecked Sendable {
         sentBytes = 0
         expectedBytes = nil
         callbackFailure = nil
-        errorBuffer[0] = 0
+        errorBuffer?[0] = 0
         pause.receiveBackpressure = false
         pause.receiveThrottled = false
         pause.sendWaiting = false

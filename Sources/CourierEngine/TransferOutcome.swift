@@ -34,7 +34,7 @@ enum TransferOutcome {
             let context = CourierError.Context(
                 url: request.url, response: transfer.head.isComplete ? transfer.head.response : nil,
                 body: body.isEmpty ? nil : body, message: "")
-            let detail = String(cString: transfer.errorBuffer)
+            let detail = transfer.errorBuffer.map { String(cString: $0) } ?? ""
             var verifyResult = 0
             courier_easy_getinfo_long(easy, CURLINFO_SSL_VERIFYRESULT, &verifyResult)
             var error = CourierError.fromCurl(

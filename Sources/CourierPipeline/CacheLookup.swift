@@ -234,12 +234,15 @@ struct CacheLookup: Sendable {
         // `HTTPResponse` is built only for a response that is stored (this runs for every GET).
         guard code >= 200, code != 206, code != 304 else { return forwarded(response, stored: false) }
         let head = response.head
-        let control = CacheControl(head.values(of: .cacheControl))
+        // The values are read as bytes from the recorded head: no array or string is made.
+        var control = CacheControl()
+        head.forEachValue(of: .cacheControl) { control.add($0) }
         if control.noStore, !control.mustUnderstand || !CachedResponse.understoodStatuses.contains(code) {
             if mayHoldStored { cache.remove(key) }  // an older stored answer goes too
             return forwarded(response, stored: false)
         }
-        let varyAll = FieldList.lowercasedItems(head.values(of: .vary)).contains("*")
+        var varyAll = false
+        head.forEachValue(of: .vary) { varyAll = varyAll || FieldList.hasWildcardItem($0) }
         let authorized = outgoing.headerFields[.authorization] != nil
         let explicitFreshness = control.maxAge != nil || lifetime != nil || head.lastValue(of: .expires) != nil
         let storable =

@@ -100,14 +100,19 @@ package final class SessionTelemetry: Sendable {
     /// the no-op one.
     private static func systemInstrument() -> (any Instrument)? {
         let instrument = InstrumentationSystem.instrument
-        return instrument is NoOpInstrument || instrument is NoOpTracer ? nil : instrument
+        // The types compared, not cast to (`is` is a dynamic cast, for every request): both
+        // no-op types are structs, so no subclass can hide behind them.
+        let type = ObjectIdentifier(Swift.type(of: instrument))
+        return type == ObjectIdentifier(NoOpTracer.self) || type == ObjectIdentifier(NoOpInstrument.self)
+            ? nil : instrument
     }
 
     /// `MetricsSystem`'s factory (the task's, or the bootstrapped one), unless it is the no-op
     /// one.
     private static func systemFactory() -> (any MetricsFactory)? {
         let factory = MetricsSystem.factory
-        return factory is NOOPMetricsHandler ? nil : factory
+        // A final class: its type compared is the same test as a cast, without the cast.
+        return ObjectIdentifier(type(of: factory)) == ObjectIdentifier(NOOPMetricsHandler.self) ? nil : factory
     }
 
     /// The metric objects for the bootstrapped `factory`: kept while it stays the same object.

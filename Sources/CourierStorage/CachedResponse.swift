@@ -251,6 +251,14 @@ package struct CacheControl {
         }
     }
 
+    /// No directives; `add(_:)` parses values into it.
+    package init() {}
+
+    /// Parses one `Cache-Control` value, given as its UTF-8 bytes, into these directives.
+    package mutating func add(_ value: UnsafeBufferPointer<UInt8>) {
+        parse(value)
+    }
+
     /// Splits at commas outside quoted strings (`no-cache="a, b"` is one directive).
     private mutating func parse(_ bytes: UnsafeBufferPointer<UInt8>) {
         var start = 0

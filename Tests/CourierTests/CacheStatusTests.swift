@@ -68,6 +68,21 @@ import Testing
         #expect(other.cacheStatus?.forward == .varyMiss)
     }
 
+    /// What the cache reads from a response's fields when it decides to store it: every
+    /// `Cache-Control` field line, and `Vary` with `*` alone or in a list.
+    @Test func storingIsDecidedFromEveryFieldLine() async throws {
+        let api = try await faultManager()
+        func stored(_ fields: [String]) async throws -> Bool? {
+            try await api.request(.get, probe(fields), serializer: anyStatus).cacheStatus?.stored
+        }
+        #expect(try await stored(["Cache-Control: public", "Cache-Control: max-age=600"]) == true)
+        #expect(try await stored(["Cache-Control: max-age=600", "Cache-Control: no-store"]) == false)
+        #expect(try await stored(["Cache-Control: max-age=600", "Vary: *"]) == false)
+        #expect(try await stored(["Cache-Control: max-age=600", "Vary: Accept-Language, * "]) == false)
+        #expect(try await stored(["Cache-Control: max-age=600", "Vary: Accept-Language", "Vary: *"]) == false)
+        #expect(try await stored(["Cache-Control: max-age=600", "Vary: X-Star*, Accept-Language"]) == true)
+    }
+
     @Test func theFieldIsWrittenWhenAskedAfterTheServersOwn() async throws {
         let api = try await faultManager { $0.addsCacheStatusField = true }
         let path = probe(["Cache-Control: max-age=600", "Cache-Status: Edge; fwd=uri-miss; stored"])

@@ -110,6 +110,15 @@ import Testing
         let api = HTTPSessionManager(baseURL: URL(string: "http://127.0.0.1:\(port)/"), configuration: .ephemeral)
         let error = await capturedError { _ = try await api.GET("x") }
         #expect(isCourierError(error!) { if case .cannotConnect = $0 { true } else { false } })
+        // libcurl's own account of the failure (its error buffer) names the port; the generic
+        // text for its code ("Couldn't connect to server") would not.
+        let message = (error as? CourierError)?.context.message ?? ""
+        #expect(message.contains(String(port)), "\(message)")
+        // A second failure on the same engine gets its own account, not the first one's.
+        let other = try unusedPort()
+        let again = await capturedError { _ = try await api.GET("http://127.0.0.1:\(other)/y") }
+        let second = (again as? CourierError)?.context.message ?? ""
+        #expect(second.contains(String(other)), "\(second)")
     }
 
     @Test func anUnknownHostIsCannotResolveHost() async throws {

@@ -200,6 +200,14 @@ package struct RecordedHead: Sendable {
         return found
     }
 
+    /// Calls `body` with the bytes of the trimmed value of every field named `canonicalName`
+    /// (lower case), in order, without making strings.
+    package func forEachValueBytes(of canonicalName: String, _ body: (UnsafeBufferPointer<UInt8>) -> Void) {
+        lines.withUnsafeBufferPointer { bytes in
+            forEachValue(of: canonicalName) { body(UnsafeBufferPointer(rebasing: bytes[$0])) }
+        }
+    }
+
     /// Calls `body` with where, in `lines`, the trimmed value of each field named
     /// `canonicalName` is (names compared case-insensitively).
     private func forEachValue(of canonicalName: String, _ body: (Range<Int>) -> Void) {

@@ -14,4 +14,24 @@ package enum FieldList {
         else { return "" }
         return text[first...last]
     }
+
+    /// Whether the comma-separated field value `value` (UTF-8) has the item `*` (as `Vary: *`
+    /// has), without making strings.
+    package static func hasWildcardItem(_ value: UnsafeBufferPointer<UInt8>) -> Bool {
+        var item = 0  // 0: nothing but spaces yet, 1: exactly "*" so far, 2: something else
+        for byte in value {
+            switch byte {
+            case UInt8(ascii: ","):
+                if item == 1 { return true }
+                item = 0
+            case UInt8(ascii: " "), UInt8(ascii: "\t"):
+                continue
+            case UInt8(ascii: "*") where item == 0:
+                item = 1
+            default:
+                item = 2
+            }
+        }
+        return item == 1
+    }
 }
