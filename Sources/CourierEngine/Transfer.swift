@@ -144,8 +144,18 @@ final class Transfer: @unchecked Sendable {
     @EngineConfined var advertisedHTTP3Origin: String?
     /// libcurl's buffer for the message of a failure (`CURLOPT_ERRORBUFFER`), lent by the
     /// engine while the transfer holds an easy handle (`CurlEngine.add` to `detach`): a request
-    /// makes and frees none of its own.
-    @EngineConfined var errorBuffer: UnsafeMutablePointer<CChar>?
+    /// makes and frees none of its own. Engine thread, checked as `head` is.
+    var errorBuffer: UnsafeMutablePointer<CChar>? {
+        get {
+            EngineThread.check("a transfer's error buffer")
+            return errorBufferStorage
+        }
+        set {
+            EngineThread.check("a transfer's error buffer")
+            errorBufferStorage = newValue
+        }
+    }
+    @exclusivity(unchecked) private var errorBufferStorage: UnsafeMutablePointer<CChar>?
     /// The request of the first hop.
     let firstRequest: HTTPRequest
     /// When the call must be over (`TransferRequest.deadline`), on the engine's monotonic

@@ -23,7 +23,10 @@ public struct RequestOptions: Sendable {
     private final class Storage: @unchecked Sendable {
         // Changed only through `RequestOptions.unique()`, when no other value shares the box:
         // the box is never mutated while another thread can see it.
-        var fields: Fields
+        // Not checked for exclusive access at run time: a box is written only while no other
+        // value shares it (above), so no read of it can overlap a write, and each read of a
+        // field would otherwise cost the runtime a check (several per request).
+        @exclusivity(unchecked) var fields: Fields
 
         init(_ fields: Fields) {
             self.fields = fields

@@ -72,7 +72,9 @@ package enum SinkOutcome {
 
 /// Collects the body in memory, within the size limit (data tasks).
 package final class MemorySink: ResponseSink {
-    private var buffer = BodyBuffer()
+    /// Not checked for exclusive access at run time: a sink is used by one thread at a time,
+    /// one call after another (`ResponseSink`), and every chunk would otherwise cost a check.
+    @exclusivity(unchecked) private var buffer = BodyBuffer()
     private let limit: Int64?
 
     package init(limit: Int64?) {
