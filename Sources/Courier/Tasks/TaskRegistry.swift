@@ -86,11 +86,12 @@ final class TaskRegistry: Sendable {
     func register(
         _ kind: SessionTask.Kind, _ method: HTTPRequest.Method, _ path: String, control: TaskControl
     ) throws(CourierError) -> Int {
+        // Made before the lock is taken: every request of the session registers under it.
+        let entry = Entry(kind: kind, method: method, path: path, control: control, created: Date())
         let registered = state.withLock { state -> Result<Int, CourierError> in
             if let refusal = state.refusal { return .failure(Self.refusal(refusal, method, path)) }
             state.lastIdentifier += 1
-            state.entries[state.lastIdentifier] = Entry(
-                kind: kind, method: method, path: path, control: control, created: Date())
+            state.entries[state.lastIdentifier] = entry
             return .success(state.lastIdentifier)
         }
         return try registered.get()
@@ -116,11 +117,12 @@ final class TaskRegistry: Sendable {
 
     /// The task's work has ended.
     func finished(_ identifier: Int) {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.entries[identifier] = nil
-            guard state.refusal != nil, state.entries.isEmpty else { return [] }
+        // The entry leaves the lock with the waiters, to be released after it.
+        let (_, waiters) = state.withLock { state -> (Entry?, [CheckedContinuation<Void, Never>]) in
+            let entry = state.entries.removeValue(forKey: identifier)
+            guard state.refusal != nil, state.entries.isEmpty else { return (entry, []) }
             defer { state.waiters = [] }
-            return state.waiters
+            return (entry, state.waiters)
         }
         for waiter in waiters { waiter.resume() }
     }
