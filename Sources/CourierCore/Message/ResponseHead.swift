@@ -38,9 +38,9 @@ package final class ResponseHead: Sendable {
 
     package init(parsed: HTTPResponse, trailers: HTTPFields? = nil) {
         recorded = nil
-        _ = self.parsed.storeIfNil(Parsed(parsed))
         status = parsed.status
         self.trailers = trailers
+        _ = self.parsed.storeIfNil(Parsed(parsed))
     }
 
     /// The whole response head, parsed on first use.
