@@ -29,4 +29,29 @@ struct StatusCodeSetTests {
         #expect(StatusCodeSet.success.description == "200..<300")
         #expect(StatusCodeSet([301, 302, 303, 307]).description == "301..<304, 307")
     }
+
+    /// A set is held as one range until a code lands apart from it; either way it is the same
+    /// set of codes, equal and with the same hash, and a copy changes apart from the original.
+    @Test func rangesAndBitmapsAreTheSameSets() {
+        var grown: StatusCodeSet = [201]
+        grown.insert(200)  // below the range: still one range
+        for code in 202..<300 { grown.insert(code) }
+        #expect(grown == .success)
+        #expect(grown.hashValue == StatusCodeSet.success.hashValue)
+
+        var apart = StatusCodeSet(200..<300)
+        let before = apart
+        apart.insert(304)  // apart from the range: a bitmap
+        #expect(apart != before && before == .success)
+        #expect(apart.contains(304) && apart.contains(299) && !apart.contains(300) && !before.contains(304))
+        #expect(apart == StatusCodeSet(Array(200..<300) + [304]))
+        #expect(apart.hashValue == StatusCodeSet(Array(200..<300) + [304]).hashValue)
+        #expect(apart.description == "200..<300, 304")
+
+        var copy = apart
+        copy.insert(500)
+        #expect(copy.contains(500) && !apart.contains(500))
+        #expect(StatusCodeSet([]) == StatusCodeSet(5..<5))
+        #expect(Set([StatusCodeSet(200..<300), grown, apart]).count == 2)
+    }
 }
