@@ -107,14 +107,17 @@ import Testing
     @Test func aRefusedConnectionIsCannotConnect() async throws {
         // Bind a port, close it, and connect to it: nobody listens there.
         let port = try unusedPort()
-        let api = HTTPSessionManager(baseURL: URL(string: "http://127.0.0.1:\(port)/"), configuration: .ephemeral)
+        // One engine: the second failure below takes the error buffer the first one used.
+        var configuration = HTTPSessionConfiguration.ephemeral
+        configuration.engineCount = 1
+        let api = HTTPSessionManager(baseURL: URL(string: "http://127.0.0.1:\(port)/"), configuration: configuration)
         let error = await capturedError { _ = try await api.GET("x") }
         #expect(isCourierError(error!) { if case .cannotConnect = $0 { true } else { false } })
         // libcurl's own account of the failure (its error buffer) names the port; the generic
         // text for its code ("Couldn't connect to server") would not.
         let message = (error as? CourierError)?.context.message ?? ""
         #expect(message.contains(String(port)), "\(message)")
-        // A second failure on the same engine gets its own account, not the first one's.
+        // A second failure, on the same engine, gets its own account, not the first one's.
         let other = try unusedPort()
         let again = await capturedError { _ = try await api.GET("http://127.0.0.1:\(other)/y") }
         let second = (again as? CourierError)?.context.message ?? ""
