@@ -9,7 +9,7 @@ import Glibc
 /// `SocketOptions`, per session and per request: the source address as the server sees it
 /// (httpbin's `/ip`), the IP version, and the options the kernel holds for a connection (read
 /// back with `getsockopt` from the socket of the connection that carried the response, found
-/// in this process by its ports; against the fault server, which keeps an idle connection
+/// in this process by its two ends; against the fault server, which keeps an idle connection
 /// for a minute where httpbin keeps it for five seconds).
 @Suite struct SocketOptionsTests {
     private func origin(_ api: HTTPSessionManager, options: RequestOptions = RequestOptions()) async throws -> String? {
@@ -110,7 +110,7 @@ import Glibc
         options.socket?.source = .address("127.0.0.4")  // a connection of its own
         let response = try await api.request(.get, "bytes", options: options, serializer: DataResponseSerializer())
         try withExtendedLifetime(api) {
-            let socket = try #require(Self.socket(of: response.metrics))
+            let socket = try #require(Self.socket(of: response.metrics, from: "127.0.0.4"))
             #expect(Self.option(socket, Int32(IPPROTO_TCP), TCP_USER_TIMEOUT) == 3_000)
         }
     }
@@ -122,7 +122,7 @@ import Glibc
         options.socket?.source = .address("127.0.0.6")  // a connection of its own, no user timeout
         let response = try await api.request(.get, "bytes", options: options, serializer: DataResponseSerializer())
         try withExtendedLifetime(api) {
-            let socket = try #require(Self.socket(of: response.metrics))
+            let socket = try #require(Self.socket(of: response.metrics, from: "127.0.0.6"))
             #expect(Self.option(socket, Int32(IPPROTO_TCP), TCP_USER_TIMEOUT) == 0)
         }
     }
@@ -143,22 +143,32 @@ import Glibc
 
     // MARK: Sockets of this process
 
-    /// The TCP socket of this process that carried a response (its local and remote ports
-    /// as the metrics give them), kept open in the session's pool.
-    private static func socket(of metrics: TransferMetrics) -> Int32? {
+    /// The TCP socket of this process that carried a response, kept open in the session's pool:
+    /// the one whose two ends are the metrics' (`localAddress` is the source the request sent
+    /// from). Ports alone are not enough: the tests here run at once against one fault server,
+    /// and two connections from different source addresses may have the same local port.
+    private static func socket(of metrics: TransferMetrics, from localAddress: String = "127.0.0.1") -> Int32? {
         guard metrics.localPort > 0 else { return nil }
+        let local = Endpoint(address: localAddress, port: metrics.localPort)
+        let remote = Endpoint(address: metrics.remoteIP, port: metrics.remotePort)
         let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?
             .compactMap(Int32.init)
         for fd in descriptors ?? [] where option(fd, SOL_SOCKET, SO_TYPE) == Int32(SOCK_STREAM.rawValue) {
-            if port(fd, getsockname) == metrics.localPort, port(fd, getpeername) == metrics.remotePort { return fd }
+            if endpoint(fd, getsockname) == local, endpoint(fd, getpeername) == remote { return fd }
         }
         return nil
     }
 
-    /// The IPv4 port `name` (getsockname or getpeername) gives for `fd`; nil for anything else.
-    private static func port(
+    /// An IPv4 address and port.
+    private struct Endpoint: Equatable {
+        let address: String
+        let port: Int
+    }
+
+    /// The IPv4 end `name` (getsockname or getpeername) gives for `fd`; nil for anything else.
+    private static func endpoint(
         _ fd: Int32, _ name: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32
-    ) -> Int? {
+    ) -> Endpoint? {
         var address = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let named = withUnsafeMutablePointer(to: &address) {
@@ -166,7 +176,14 @@ import Glibc
         }
         guard named, address.ss_family == sa_family_t(AF_INET) else { return nil }
         return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
+            $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { pointer in
+                var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+                var raw = pointer.pointee.sin_addr
+                guard inet_ntop(AF_INET, &raw, &text, socklen_t(text.count)) != nil else { return nil }
+                return Endpoint(
+                    address: String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self),
+                    port: Int(UInt16(bigEndian: pointer.pointee.sin_port)))
+            }
         }
     }
 
