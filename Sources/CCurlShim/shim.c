@@ -279,8 +279,10 @@ static void courier_trust_load(void) {
     COURIER_FIND(sha256, "EVP_sha256");
 #undef COURIER_FIND
     if (!courier_all_found(&courier_openssl, sizeof courier_openssl)) return;
-    /* CRYPTO_EX_INDEX_SSL_CTX is 2 in OpenSSL 1.1 and 3. */
-    courier_trust_ex_index = courier_openssl.ctx_get_ex_new_index(2, 0, NULL, NULL, NULL, courier_trust_context_free);
+    /* CRYPTO_EX_INDEX_SSL_CTX is 1 in OpenSSL 1.1 and 3 (0 is SSL, 2 SSL_SESSION): the free
+     * function must be registered for the class whose objects hold the context, or freeing an
+     * SSL_CTX never releases it. */
+    courier_trust_ex_index = courier_openssl.ctx_get_ex_new_index(1, 0, NULL, NULL, NULL, courier_trust_context_free);
     if (courier_trust_ex_index < 0) memset(&courier_openssl, 0, sizeof courier_openssl);
 }
 

@@ -183,6 +183,34 @@ import Testing
         #expect(message?.hasPrefix("The server trust evaluator refused") == true)
     }
 
+    /// Each connection holds the evaluator's check only while it lives: once the session has
+    /// closed its connections (one accepted and kept open, one refused), the evaluator and what
+    /// it captures are gone, not kept for each connection it checked.
+    @Test func anEvaluatorGoesWithTheConnectionsItChecked() async throws {
+        let servers = try await TestServers.tls()
+        let isAlive = try await Self.checkTwiceAndInvalidate(servers)
+        // The engines close the connections after the call returns: up to ten seconds on a
+        // busy machine, a few milliseconds usually.
+        for _ in 0..<1000 where isAlive() { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(!isAlive(), "what the evaluator captured outlived the session and its connections")
+    }
+
+    /// A session whose evaluator captures an object: one connection accepted, one refused, then
+    /// the session invalidated and let go. Returns whether the object is still alive.
+    private static func checkTwiceAndInvalidate(_ servers: TLSServers) async throws -> @Sendable () -> Bool {
+        let captured = CapturedByEvaluator()
+        let api = TLSTests.trusting(servers) {
+            $0.tls.serverTrustEvaluator = ServerTrustEvaluator { trust in
+                withExtendedLifetime(captured) { trust.passesDefaultEvaluation }
+            }
+        }
+        #expect(try await Self.body(api, Self.tls(servers, "valid")).hasPrefix("TLSv1"))
+        let message = await TLSTests.tlsMessage { _ = try await Self.body(api, Self.tls(servers, "wronghost")) }
+        #expect(message?.hasPrefix("The server trust evaluator refused") == true)
+        api.invalidateAndCancel()
+        return { [weak captured] in captured != nil }
+    }
+
     @Test func aCallsOwnEvaluatorDoesNotShareTheSessionsConnections() async throws {
         let servers = try await TestServers.tls()
         var accepting = TLSConfiguration()
@@ -229,3 +257,6 @@ import Testing
         #expect(try await Self.body(TLSTests.trusting(servers), Self.tls(servers, "valid")).hasPrefix("TLSv1"))
     }
 }
+
+/// An object an evaluator captures, to see when it goes.
+private final class CapturedByEvaluator: Sendable {}
