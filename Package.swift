@@ -178,6 +178,18 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // The small-GET row on the engine alone, beside `courier` in scripts/bench (its client
+        // `courier-engine`): here, not in Benchmarks/, because the engine's interface is
+        // package access. Not a product; `swift build --product bench-engine` builds it.
+        .executableTarget(
+            name: "bench-engine",
+            dependencies: [
+                "CCourierSystem", "CourierCore", "CourierEngine", "CourierPipeline", "CourierTransport",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Benchmarks/EngineOnly"
+        ),
         // A child process for the tests (a new process to restore a background session in, one
         // to kill part way, one with an empty HOME); the tests find it next to their bundle.
         .executableTarget(

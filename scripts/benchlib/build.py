@@ -12,7 +12,9 @@ from .settings import BenchError, Settings, log, log_details
 C_PRODUCTS = ("multi_get", "stream_get")
 # Peers first: they need no Courier. The last two do, so they have no peers-only retry.
 SWIFT_PRODUCTS = ("bench-ahc", "bench-urlsession", "bench-wsserver", "bench-wskit", "bench-courier", "bench-openapi")
-COURIER_PRODUCTS = ("bench-courier", "bench-openapi")
+COURIER_PRODUCTS = ("bench-courier", "bench-openapi", "bench-engine")
+# Built in the Courier package itself (Benchmarks/EngineOnly): it uses the engine's package API.
+ROOT_PRODUCTS = ("bench-engine",)
 
 # A package that holds only the peers, for when the Courier package itself cannot be loaded
 # (its manifest or sources are mid-change): AsyncHTTPClient and URLSession can then still be
@@ -105,6 +107,13 @@ class Builder:
             else:
                 log("curl not found (apt-get install curl)")
         self._build_swift([p for p in SWIFT_PRODUCTS if p in products])
+        for product in ROOT_PRODUCTS:
+            if product in products:
+                path = self._swift_build(self.settings.root, product, product)
+                if path:
+                    self.binaries[product] = path
+                else:
+                    self._report_errors(product, self.logs / f"{product}.log")
         return self.binaries
 
     def _baseline(self) -> None:

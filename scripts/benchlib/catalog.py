@@ -37,6 +37,10 @@ CLIENTS: dict[str, ClientSpec] = {
         ClientSpec("c-as-courier", "multi_get", loop="socket", as_courier=True),
         ClientSpec("curl", "curl"),
         ClientSpec("courier", "bench-courier", bundle_flag="--ca-bundle"),
+        # The engine alone, no session above it (Benchmarks/EngineOnly, in the Courier package).
+        ClientSpec("courier-engine", "bench-engine"),
+        # The shape alone: a child task per request, resumed from another thread, no HTTP.
+        ClientSpec("floor", "bench-courier", flags=("--floor",)),
         ClientSpec("courier-decode", "bench-courier", flags=("--decode",)),
         ClientSpec("courier-monitor", "bench-courier", flags=("--fast-monitor",)),
         ClientSpec("courier-slow-monitor", "bench-courier", flags=("--slow-monitor",)),
@@ -82,7 +86,7 @@ H3_CURL = "curl-h3"  # the product name of the HTTP/3 libcurl's curl tool (scrip
 
 _ENGINES = ("courier-1e", "courier-2e", "courier-4e")
 _SMALL = (
-    "c c-poll c-socket c-as-courier courier courier-decode ahc ahc-decode urlsession urlsession-decode "
+    "c c-poll c-socket c-as-courier courier courier-engine floor courier-decode ahc ahc-decode urlsession urlsession-decode "
     "courier-monitor courier-slow-monitor courier-base courier-decode-base"
 ).split() + list(_ENGINES)
 _PEERS = ("c", "courier", "ahc", "courier-base") + _ENGINES
