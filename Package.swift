@@ -180,7 +180,9 @@ let package = Package(
         ),
         // The small-GET row on the engine alone, beside `courier` in scripts/bench (its client
         // `courier-engine`): here, not in Benchmarks/, because the engine's interface is
-        // package access. Not a product; `swift build --product bench-engine` builds it.
+        // package access. It compiles in the benchmark clients' shared request loop and options
+        // (a link to Benchmarks/Sources/BenchSupport/BenchSupport.swift), so that its shape is
+        // theirs. Not a product; `swift build --product bench-engine` builds it.
         .executableTarget(
             name: "bench-engine",
             dependencies: [

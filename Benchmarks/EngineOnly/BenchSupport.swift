@@ -1,0 +1,1 @@
+../Sources/BenchSupport/BenchSupport.swift
