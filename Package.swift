@@ -186,7 +186,7 @@ let package = Package(
         .executableTarget(
             name: "bench-engine",
             dependencies: [
-                "CCourierSystem", "CourierCore", "CourierEngine", "CourierPipeline", "CourierTransport",
+                "CCourierSystem", "Courier", "CourierCore", "CourierEngine", "CourierPipeline", "CourierTransport",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],

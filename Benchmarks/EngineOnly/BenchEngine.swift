@@ -15,6 +15,7 @@
 
 import ArgumentParser
 import CCourierSystem
+import Courier
 import CourierCore
 import CourierEngine
 import CourierPipeline
@@ -51,7 +52,7 @@ struct BenchEngine: AsyncParsableCommand {
         // A default session's fields: the User-Agent and Accept-Language its manager sets, and
         // Accept-Encoding, which the engine's shared list adds.
         var fields = HTTPFields()
-        fields[.userAgent] = "Courier/1.0.0 (Linux) libcurl/\(CurlRuntime.version)"
+        fields[.userAgent] = "Courier/\(CourierInfo.version) (Linux) libcurl/\(CurlRuntime.version)"
         fields[.acceptLanguage] = RequestBuilding.acceptLanguage
         let shared = transport.sharedHeaders(for: fields, acceptsCompressedResponses: true)
         var transferOptions = CourierTransport.TransferOptions()

@@ -86,8 +86,8 @@ H3_CURL = "curl-h3"  # the product name of the HTTP/3 libcurl's curl tool (scrip
 
 _ENGINES = ("courier-1e", "courier-2e", "courier-4e")
 _SMALL = (
-    "c c-poll c-socket c-as-courier courier courier-engine floor courier-decode ahc ahc-decode urlsession urlsession-decode "
-    "courier-monitor courier-slow-monitor courier-base courier-decode-base"
+    "c c-poll c-socket c-as-courier courier courier-engine floor courier-decode ahc ahc-decode urlsession "
+    "urlsession-decode courier-monitor courier-slow-monitor courier-base courier-decode-base"
 ).split() + list(_ENGINES)
 _PEERS = ("c", "courier", "ahc", "courier-base") + _ENGINES
 _OPENAPI = ("c", "openapi-courier", "openapi-ahc", "openapi-urlsession")
