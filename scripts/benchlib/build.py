@@ -10,8 +10,9 @@ from pathlib import Path
 from .settings import BenchError, Settings, log, log_details
 
 C_PRODUCTS = ("multi_get", "stream_get")
-# Peers first: they need no Courier. The last two do, so they have no peers-only retry.
-SWIFT_PRODUCTS = ("bench-ahc", "bench-urlsession", "bench-wsserver", "bench-wskit", "bench-courier", "bench-openapi")
+# Peers first: they need no Courier. The last three do, so they have no peers-only retry.
+SWIFT_PRODUCTS = (
+    "bench-ahc", "bench-urlsession", "bench-wsserver", "bench-wskit", "bench-courier", "bench-openapi", "bench-engine")
 COURIER_PRODUCTS = ("bench-courier", "bench-openapi", "bench-engine")
 # Built in the Courier package itself (Benchmarks/EngineOnly): it uses the engine's package API.
 ROOT_PRODUCTS = ("bench-engine",)
@@ -107,13 +108,6 @@ class Builder:
             else:
                 log("curl not found (apt-get install curl)")
         self._build_swift([p for p in SWIFT_PRODUCTS if p in products])
-        for product in ROOT_PRODUCTS:
-            if product in products:
-                path = self._swift_build(self.settings.root, product, product)
-                if path:
-                    self.binaries[product] = path
-                else:
-                    self._report_errors(product, self.logs / f"{product}.log")
         return self.binaries
 
     def _baseline(self) -> None:
@@ -163,7 +157,8 @@ class Builder:
             return
         missing = []
         for product in products:
-            path = self._swift_build(self.settings.bench, product, product)
+            package = self.settings.root if product in ROOT_PRODUCTS else self.settings.bench
+            path = self._swift_build(package, product, product)
             if path:
                 self.binaries[product] = path
             else:
